@@ -1,0 +1,176 @@
+"""Positively homogeneous activations σ with σ(λz) = λ^c σ(z) for λ > 0.
+
+Each activation knows its degree ``c`` and its first and second derivatives
+in closed form (book, notation chapter, eq. ``eq-homogeneity``), so the exact
+Hessian trace needs no autograd.  Calling an activation is autograd-friendly
+(no NaN gradients at z = 0, also for non-integer c).
+
+Use :func:`get_activation`::
+
+    relu = get_activation("relu")                    # c = 1
+    leaky = get_activation("leaky_relu", negative_slope=0.1)   # c = 1
+    quad = get_activation("quadratic")               # c = 2
+    cube = get_activation("relu_power", c=3)         # ReLU^c, any real c >= 1
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .errors import FlatbookInputError
+
+
+class HomogeneousActivation:
+    """Base class: a positively ``degree``-homogeneous function applied elementwise."""
+
+    name: str = "activation"
+    degree: float = 1.0
+
+    def __call__(self, z: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def derivative(self, z: torch.Tensor) -> torch.Tensor:
+        """σ'(z), a (c-1)-homogeneous function."""
+        raise NotImplementedError
+
+    def second_derivative(self, z: torch.Tensor) -> torch.Tensor:
+        """σ''(z), a (c-2)-homogeneous function (0 almost everywhere for c = 1)."""
+        raise NotImplementedError
+
+    @property
+    def p(self) -> float:
+        """Exponent of the orbit-minimal flatness, p = 2c / (c + 1)."""
+        return 2.0 * self.degree / (self.degree + 1.0)
+
+    def params(self) -> dict:
+        """Constructor parameters, for provenance and ``repr``."""
+        return {}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"get_activation({self.name!r}{', ' if args else ''}{args})"
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, HomogeneousActivation) and self.name == other.name
+                and self.params() == other.params())
+
+    def __hash__(self) -> int:
+        return hash((self.name, tuple(sorted(self.params().items()))))
+
+
+class LeakyReLU(HomogeneousActivation):
+    """σ(z) = z for z > 0 and s·z for z ≤ 0 (c = 1); ``negative_slope = 0`` is the ReLU."""
+
+    degree = 1.0
+
+    def __init__(self, negative_slope: float = 0.01, name: str = "leaky_relu"):
+        if not (math.isfinite(negative_slope) and 0.0 <= negative_slope < 1.0):
+            raise FlatbookInputError(
+                f"negative_slope must lie in [0, 1), got {negative_slope!r}; "
+                "0 gives the ReLU, 0.01 is torch's default."
+            )
+        self.negative_slope = float(negative_slope)
+        self.name = name
+
+    def __call__(self, z):
+        return torch.where(z > 0, z, self.negative_slope * z)
+
+    def derivative(self, z):
+        return torch.where(z > 0, torch.ones_like(z), torch.full_like(z, self.negative_slope))
+
+    def second_derivative(self, z):
+        return torch.zeros_like(z)
+
+    def params(self):
+        return {} if self.name == "relu" else {"negative_slope": self.negative_slope}
+
+
+class ReLU(LeakyReLU):
+    """σ(z) = max(z, 0) (c = 1)."""
+
+    def __init__(self):
+        super().__init__(negative_slope=0.0, name="relu")
+
+
+class Quadratic(HomogeneousActivation):
+    """σ(z) = z² (c = 2)."""
+
+    name = "quadratic"
+    degree = 2.0
+
+    def __call__(self, z):
+        return z * z
+
+    def derivative(self, z):
+        return 2.0 * z
+
+    def second_derivative(self, z):
+        return torch.full_like(z, 2.0)
+
+
+class ReLUPower(HomogeneousActivation):
+    """σ(z) = max(z, 0)^c for real c >= 1 (c = 1 is the ReLU)."""
+
+    name = "relu_power"
+
+    def __init__(self, c: float = 2.0):
+        if not (isinstance(c, (int, float)) and math.isfinite(c) and c >= 1.0):
+            raise FlatbookInputError(
+                f"relu_power needs a real degree c >= 1, got c={c!r}; below 1 the "
+                "derivative blows up at 0 and the flatness is infinite."
+            )
+        self.degree = float(c)
+
+    def _power(self, z, exponent, coefficient):
+        # Double-where: the discarded branch never sees z <= 0, so gradients stay finite.
+        positive = z > 0
+        safe = torch.where(positive, z, torch.ones_like(z))
+        return torch.where(positive, coefficient * safe**exponent, torch.zeros_like(z))
+
+    def __call__(self, z):
+        return self._power(z, self.degree, 1.0)
+
+    def derivative(self, z):
+        return self._power(z, self.degree - 1.0, self.degree)
+
+    def second_derivative(self, z):
+        c = self.degree
+        if c == 1.0:
+            return torch.zeros_like(z)
+        return self._power(z, c - 2.0, c * (c - 1.0))
+
+    def params(self):
+        return {"c": self.degree}
+
+
+_REGISTRY = {
+    "relu": ReLU,
+    "leaky_relu": LeakyReLU,
+    "quadratic": Quadratic,
+    "relu_power": ReLUPower,
+}
+
+ACTIVATION_NAMES = tuple(_REGISTRY)
+
+
+def get_activation(name, **params) -> HomogeneousActivation:
+    """The homogeneous activation called ``name`` (one of :data:`ACTIVATION_NAMES`).
+
+    An existing :class:`HomogeneousActivation` is returned unchanged.
+    """
+    if isinstance(name, HomogeneousActivation):
+        if params:
+            raise FlatbookInputError("pass parameters only together with an activation name.")
+        return name
+    if name not in _REGISTRY:
+        raise FlatbookInputError(
+            f"unknown activation {name!r}; choose one of {', '.join(ACTIVATION_NAMES)}."
+        )
+    try:
+        return _REGISTRY[name](**params)
+    except TypeError as exc:
+        raise FlatbookInputError(
+            f"activation {name!r} does not take parameters {sorted(params)}: {exc}"
+        ) from exc

@@ -1,0 +1,91 @@
+"""Array backend: one dtype (float64) and one device for the whole package.
+
+The device is chosen once per call of :func:`default_device`: the environment
+variable ``FLATBOOK_DEVICE`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...) if set,
+else CUDA when present, else the CPU.  Every public function converts its
+inputs with :func:`as_tensor`, which also rejects NaN/inf and wrong shapes with
+a message that names the argument.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+from .errors import FlatbookInputError
+
+DTYPE = torch.float64
+
+
+def default_device() -> torch.device:
+    """The device flatbook computes on: ``$FLATBOOK_DEVICE``, else CUDA if available, else CPU."""
+    requested = os.environ.get("FLATBOOK_DEVICE", "").strip()
+    if requested:
+        try:
+            device = torch.device(requested)
+        except RuntimeError as exc:
+            raise FlatbookInputError(
+                f"FLATBOOK_DEVICE={requested!r} is not a torch device; "
+                "use e.g. 'cpu', 'cuda' or 'cuda:0'."
+            ) from exc
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise FlatbookInputError(
+                f"FLATBOOK_DEVICE={requested!r} asks for CUDA but torch sees no GPU; "
+                "unset FLATBOOK_DEVICE or install a CUDA build of torch (see README)."
+            )
+        return device
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+def as_tensor(value, name: str, *, ndim: int | None = None, device=None) -> torch.Tensor:
+    """Convert ``value`` to a float64 tensor on the flatbook device, checking shape and finiteness.
+
+    Raises :class:`FlatbookInputError` naming ``name`` if ``value`` has the wrong
+    number of dimensions or contains NaN or inf.
+    """
+    if value is None:
+        raise FlatbookInputError(f"{name} is None; pass an array or tensor.")
+    if isinstance(value, torch.Tensor):
+        tensor = value.to(dtype=DTYPE, device=device or value.device)
+    else:
+        tensor = torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=DTYPE,
+                                 device=device or default_device())
+    if ndim is not None and tensor.ndim != ndim:
+        raise FlatbookInputError(
+            f"{name} must have {ndim} dimension(s), got shape {tuple(tensor.shape)}."
+        )
+    if not torch.isfinite(tensor).all():
+        bad = int((~torch.isfinite(tensor)).sum())
+        raise FlatbookInputError(
+            f"{name} contains {bad} NaN or inf entr{'y' if bad == 1 else 'ies'}; "
+            "clean the input (e.g. drop those rows) before calling flatbook."
+        )
+    return tensor
+
+
+def check_data(X, y, d: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate a data set: ``X`` of shape (n, d) and ``y`` of shape (n,), finite, float64."""
+    X = as_tensor(X, "X", ndim=2)
+    y = as_tensor(y, "y", ndim=1, device=X.device)
+    if X.shape[0] != y.shape[0]:
+        raise FlatbookInputError(
+            f"X has {X.shape[0]} rows but y has {y.shape[0]} entries; "
+            "they must describe the same n samples."
+        )
+    if X.shape[0] == 0:
+        raise FlatbookInputError("X and y are empty; pass at least one sample.")
+    if d is not None and X.shape[1] != d:
+        raise FlatbookInputError(
+            f"X has {X.shape[1]} columns but the network's inner weights have d = {d}; "
+            "the input dimension must match."
+        )
+    return X, y
+
+
+def row_chunks(n: int, width: int, budget: int = 2**24):
+    """Yield slices of ``range(n)`` so that a chunk of shape (rows, width) has at most ``budget`` entries."""
+    rows = max(1, budget // max(1, width))
+    for start in range(0, n, rows):
+        yield slice(start, min(n, start + rows))

@@ -1,0 +1,186 @@
+"""Multi-index teachers y = f*(Θ* x) + ξ with x ~ N(0, I_d), ξ ~ N(0, τ²), and the population loss.
+
+Conventions (book, notation chapter): Θ* ∈ R^{k×d} has orthonormal rows;
+single-index means k = 1; a sum of single-index models has
+f*(z) = Σ_k g_k(z_k); :func:`multi_index_product` (f*(z) = Π_k z_k) is a
+genuinely multi-index link, not a sum of ridge functions of the teacher
+directions, and serves as the high-approximation-error case.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+
+import torch
+
+from .activations import get_activation
+from .backend import DTYPE, as_tensor, default_device
+from .errors import FlatbookInputError
+
+
+def _generator(seed: int) -> torch.Generator:
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise FlatbookInputError(f"seed must be an int, got {seed!r}.")
+    return torch.Generator(device="cpu").manual_seed(seed)
+
+
+def random_orthonormal(k: int, d: int, seed: int = 0) -> torch.Tensor:
+    """A (k, d) matrix with orthonormal rows, uniform on the Stiefel manifold (QR of a Gaussian)."""
+    if not (1 <= k <= d):
+        raise FlatbookInputError(f"need 1 <= k <= d for k orthonormal directions in R^d, got k={k}, d={d}.")
+    gaussian = torch.randn(d, k, generator=_generator(seed), dtype=DTYPE)
+    q, r = torch.linalg.qr(gaussian)
+    q = q * torch.sign(torch.diagonal(r))  # make the distribution exactly Haar
+    return q.T.contiguous().to(default_device())
+
+
+class SumOfRidges:
+    """f*(z) = Σ_k g_k(z_k): a sum of single-index links (k = 1 is a single-index link)."""
+
+    def __init__(self, functions: Sequence, k: int):
+        if isinstance(functions, (str, Callable)) or not isinstance(functions, Sequence):
+            functions = [functions] * k
+        if len(functions) != k:
+            raise FlatbookInputError(f"need one link per teacher direction: got {len(functions)} for k = {k}.")
+        self.functions = [get_activation(g) if isinstance(g, str) else g for g in functions]
+        self.k = k
+
+    def __call__(self, z: torch.Tensor) -> torch.Tensor:
+        return sum(g(z[:, i]) for i, g in enumerate(self.functions))
+
+    def __repr__(self) -> str:
+        return "SumOfRidges(" + ", ".join(getattr(g, "name", repr(g)) for g in self.functions) + ")"
+
+
+class ProductLink:
+    """f*(z) = Π_k z_k, a genuinely multi-index link with E f*² = 1."""
+
+    def __init__(self, k: int):
+        self.k = k
+
+    def __call__(self, z: torch.Tensor) -> torch.Tensor:
+        return torch.prod(z, dim=1)
+
+    def __repr__(self) -> str:
+        return f"ProductLink(k={self.k})"
+
+
+class MultiIndexModel:
+    """The teacher y = link(Θ* x) + ξ, x ~ N(0, I_d), ξ ~ N(0, noise_std²).
+
+    ``link`` maps a (n, k) tensor of teacher coordinates z = Θ* x to (n,) labels.
+    """
+
+    def __init__(self, theta_star, link: Callable[[torch.Tensor], torch.Tensor], noise_std: float = 0.0):
+        theta_star = as_tensor(theta_star, "theta_star")
+        if theta_star.ndim == 1:
+            theta_star = theta_star[None, :]
+        if theta_star.ndim != 2:
+            raise FlatbookInputError(f"theta_star must be (k, d), got shape {tuple(theta_star.shape)}.")
+        gram = theta_star @ theta_star.T
+        if not torch.allclose(gram, torch.eye(len(gram), dtype=DTYPE, device=gram.device), atol=1e-10):
+            raise FlatbookInputError(
+                "theta_star must have orthonormal rows (Θ* Θ*ᵀ = I); orthonormalise it, "
+                "e.g. with torch.linalg.qr, or use random_orthonormal(k, d, seed)."
+            )
+        if not callable(link):
+            raise FlatbookInputError(f"link must be callable on a (n, k) tensor, got {link!r}.")
+        if not (math.isfinite(noise_std) and noise_std >= 0):
+            raise FlatbookInputError(f"noise_std must be a finite number >= 0, got {noise_std!r}.")
+        self.theta_star = theta_star
+        self.link = link
+        self.noise_std = float(noise_std)
+
+    @property
+    def k(self) -> int:
+        return self.theta_star.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.theta_star.shape[1]
+
+    @property
+    def bayes_risk(self) -> float:
+        """F* = τ², the population loss of the teacher itself."""
+        return self.noise_std**2
+
+    def target(self, X) -> torch.Tensor:
+        """The noiseless labels f*(Θ* x_i)."""
+        X = as_tensor(X, "X", ndim=2, device=self.theta_star.device)
+        if X.shape[1] != self.d:
+            raise FlatbookInputError(f"X has {X.shape[1]} columns but the teacher lives in d = {self.d}.")
+        return self.link(X @ self.theta_star.T)
+
+    def sample(self, n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """n i.i.d. samples (X, y); the same seed gives the same data on every device."""
+        if not (isinstance(n, int) and n >= 1):
+            raise FlatbookInputError(f"n must be a positive int, got {n!r}.")
+        gen = _generator(seed)
+        X = torch.randn(n, self.d, generator=gen, dtype=DTYPE)
+        noise = self.noise_std * torch.randn(n, generator=gen, dtype=DTYPE)
+        X = X.to(self.theta_star.device)
+        return X, self.target(X) + noise.to(X.device)
+
+    def __repr__(self) -> str:
+        return f"MultiIndexModel(k={self.k}, d={self.d}, link={self.link!r}, noise_std={self.noise_std})"
+
+
+def single_index(d: int, link="relu", noise_std: float = 0.0, seed: int = 0) -> MultiIndexModel:
+    """y = g(⟨θ*, x⟩) + ξ with a random unit θ*; ``link`` is an activation name or a callable."""
+    return MultiIndexModel(random_orthonormal(1, d, seed), SumOfRidges(link, 1), noise_std)
+
+
+def sum_of_single_index(d: int, k: int, link="relu", noise_std: float = 0.0, seed: int = 0) -> MultiIndexModel:
+    """y = Σ_k g_k(⟨θ*_k, x⟩) + ξ; ``link`` is one name/callable for all k, or a list of k."""
+    return MultiIndexModel(random_orthonormal(k, d, seed), SumOfRidges(link, k), noise_std)
+
+
+def multi_index_product(d: int, k: int = 3, noise_std: float = 0.0, seed: int = 0) -> MultiIndexModel:
+    """y = Π_k ⟨θ*_k, x⟩ + ξ: not a sum of ridge functions, the high-approximation-error case."""
+    if k < 2:
+        raise FlatbookInputError(f"a product link needs k >= 2 directions, got k={k}.")
+    return MultiIndexModel(random_orthonormal(k, d, seed), ProductLink(k), noise_std)
+
+
+@dataclass(frozen=True)
+class PopulationLoss:
+    """A Monte Carlo estimate of F(w) = E (h(w, x) − y)² with its standard error."""
+
+    value: float
+    stderr: float
+    bayes_risk: float
+    n_test: int
+
+    @property
+    def excess(self) -> float:
+        """F(w) − F*."""
+        return self.value - self.bayes_risk
+
+    def __float__(self) -> float:
+        return self.value
+
+
+def population_loss(net, model: MultiIndexModel, n_test: int = 200_000, seed: int = 12345,
+                    chunk: int = 20_000) -> PopulationLoss:
+    """Estimate F(w) = E (h(w,x) − f*(Θ*x))² + τ² from ``n_test`` fresh Gaussian inputs.
+
+    The noise enters exactly (E ξ² = τ²), so only the function error is
+    sampled; inputs are drawn and evaluated ``chunk`` rows at a time.
+    """
+    if net.input_dim != model.d:
+        raise FlatbookInputError(f"the network has d = {net.input_dim} but the teacher has d = {model.d}.")
+    if not (isinstance(n_test, int) and n_test >= 2):
+        raise FlatbookInputError(f"n_test must be an int >= 2 (for a standard error), got {n_test!r}.")
+    gen = _generator(seed)
+    total = total_sq = 0.0
+    for start in range(0, n_test, chunk):
+        rows = min(chunk, n_test - start)
+        X = torch.randn(rows, model.d, generator=gen, dtype=DTYPE).to(net.device)
+        err2 = (net(X) - model.target(X)) ** 2
+        total += float(err2.sum())
+        total_sq += float((err2**2).sum())
+    mean = total / n_test
+    var = max(total_sq / n_test - mean**2, 0.0) * n_test / (n_test - 1)
+    return PopulationLoss(mean + model.bayes_risk, math.sqrt(var / n_test), model.bayes_risk, n_test)

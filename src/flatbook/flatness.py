@@ -1,0 +1,131 @@
+"""Exact flatness Tr ∇²F_S(w), its behaviour under rescaling, and the orbit minimum Υ(w).
+
+For F_S(w) = (1/n) Σ_i r_i², r_i = h(w, x_i) − y_i, z_ij = ⟨θ_j, x_i⟩ (book,
+notation chapter, eq. ``eq-trace``)::
+
+    Tr ∇²F_S(w) = (2/n) Σ_i Σ_j [ σ(z_ij)² + a_j² σ'(z_ij)² ‖x_i‖² + r_i a_j σ''(z_ij) ‖x_i‖² ].
+
+Under (a_j, θ_j) → (α_j^{-c} a_j, α_j θ_j) neuron j's share becomes
+``A_j α_j^{2c} + B_j α_j^{-2}`` with A_j = (2/n) Σ_i σ(z_ij)² and
+B_j = (2/n) Σ_i (a_j² σ'(z_ij)² + r_i a_j σ''(z_ij)) ‖x_i‖² (eq. ``eq-trace-alpha``),
+minimised at α_j = (B_j / (c A_j))^{1/(2c+2)} with value
+``(c+1) c^{-c/(c+1)} A_j^{1/(c+1)} B_j^{c/(c+1)}`` (eq. ``eq-upsilon-neuron``).
+At an interpolator this is κ_j |ã_j|^p with ã_j = a_j ‖θ_j‖^c,
+p = 2c/(c+1) and κ_j from :func:`flatness_weights` (eq. ``eq-upsilon``).
+
+Everything is O(n m d) work in row chunks; nothing forms the Hessian.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .activations import HomogeneousActivation
+from .backend import as_tensor, check_data, row_chunks
+from .errors import FlatbookInputError, UnboundedFlatnessError
+from .network import TwoLayerNet
+
+
+def _neuron_sums(theta, X, activation, a=None, residuals=None):
+    """Per-neuron sums over samples: Σ_i σ(z_ij)², Σ_i σ'(z_ij)² ‖x_i‖², Σ_i r_i σ''(z_ij) ‖x_i‖²."""
+    m = theta.shape[0]
+    sum_sigma2 = torch.zeros(m, dtype=theta.dtype, device=theta.device)
+    sum_dsigma2 = torch.zeros_like(sum_sigma2)
+    sum_r_d2sigma = torch.zeros_like(sum_sigma2)
+    for rows in row_chunks(X.shape[0], m, budget=2**22):
+        Xc = X[rows]
+        z = Xc @ theta.T
+        sq_norms = (Xc * Xc).sum(dim=1)
+        sum_sigma2 += (activation(z) ** 2).sum(dim=0)
+        sum_dsigma2 += sq_norms @ activation.derivative(z) ** 2
+        if residuals is not None:
+            sum_r_d2sigma += (residuals[rows] * sq_norms) @ activation.second_derivative(z)
+    return sum_sigma2, sum_dsigma2, sum_r_d2sigma
+
+
+def _checked(net, X, y):
+    if not isinstance(net, TwoLayerNet):
+        raise FlatbookInputError(f"net must be a flatbook.TwoLayerNet, got {type(net).__name__}.")
+    X, y = check_data(X, y, net.input_dim)
+    return X.to(net.device), y.to(net.device)
+
+
+def trace_coefficients(net: TwoLayerNet, X, y) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-neuron (A_j, B_j) with Tr ∇²F_S(net.rescale(α)) = Σ_j A_j α_j^{2c} + B_j α_j^{-2}."""
+    X, y = _checked(net, X, y)
+    n = X.shape[0]
+    residuals = net(X) - y
+    s2, ds2, rd2 = _neuron_sums(net.theta, X, net.activation, residuals=residuals)
+    A = 2.0 / n * s2
+    B = 2.0 / n * (net.a**2 * ds2 + net.a * rd2)
+    return A, B
+
+
+def hessian_trace(net: TwoLayerNet, X, y) -> float:
+    """Exact Tr ∇²F_S(w) w.r.t. all parameters (a and θ), residual term included (eq. ``eq-trace``)."""
+    A, B = trace_coefficients(net, X, y)
+    return float((A + B).sum())
+
+
+def _orbit_minima(A, B, c):
+    """Per-neuron inf_α A α^{2c} + B α^{-2}; raises if B_j < 0 (the infimum is −∞)."""
+    if (B < 0).any():
+        j = int(torch.nonzero(B < 0)[0])
+        raise UnboundedFlatnessError(
+            f"neuron {j} has B_j = {float(B[j]):.3g} < 0: away from an interpolator the residual "
+            "term of the Hessian can be negative, and shrinking that neuron (α_j → 0) sends the "
+            "trace to −∞. Υ is meaningful at (near-)interpolators: fit the data first."
+        )
+    scale = (c + 1.0) * c ** (-c / (c + 1.0))
+    return scale * A ** (1.0 / (c + 1.0)) * B ** (c / (c + 1.0))
+
+
+def min_flatness(net: TwoLayerNet, X, y) -> float:
+    """Υ(w) = inf over per-neuron rescalings α > 0 of Tr ∇²F_S (eq. ``eq-upsilon-neuron``)."""
+    A, B = trace_coefficients(net, X, y)
+    return float(_orbit_minima(A, B, net.activation.degree).sum())
+
+
+def optimal_rescaling(net: TwoLayerNet, X, y, rel_tol: float = 1e-13) -> torch.Tensor:
+    """The α > 0 with ``hessian_trace(net.rescale(α), X, y) == min_flatness(net, X, y)``.
+
+    α_j = (B_j / (c A_j))^{1/(2c+2)}.  A neuron with a_j = 0 (B_j = 0 < A_j) only
+    reaches its infimum 0 as α_j → 0, and one with A_j = 0 < B_j as α_j → ∞;
+    for those, α_j is chosen so that the neuron adds at most
+    ``rel_tol · Υ / m`` to the trace.  Neurons with A_j = B_j = 0 keep α_j = 1.
+    """
+    A, B = trace_coefficients(net, X, y)
+    c = net.activation.degree
+    upsilon = float(_orbit_minima(A, B, c).sum())
+    budget = rel_tol * max(upsilon, torch.finfo(A.dtype).tiny) / net.width
+    alpha = torch.ones_like(A)
+    both = (A > 0) & (B > 0)
+    alpha[both] = (B[both] / (c * A[both])) ** (1.0 / (2.0 * c + 2.0))
+    only_a = (A > 0) & (B == 0)
+    alpha[only_a] = (budget / A[only_a]) ** (1.0 / (2.0 * c))
+    only_b = (A == 0) & (B > 0)
+    alpha[only_b] = (B[only_b] / budget) ** 0.5
+    return alpha
+
+
+def flatness_weights(theta, X, activation: HomogeneousActivation) -> torch.Tensor:
+    """κ_j with Υ(w) = Σ_j κ_j |ã_j|^p at every interpolator with directions u_j = θ_j/‖θ_j‖ (eq. ``eq-kappa``).
+
+    κ_j = (c+1) c^{-c/(c+1)} S_j^{1/(c+1)} T_j^{c/(c+1)},
+    S_j = (2/n) Σ_i σ(⟨u_j, x_i⟩)², T_j = (2/n) Σ_i σ'(⟨u_j, x_i⟩)² ‖x_i‖².
+    Only the directions of ``theta`` matter; rows of zeros are rejected.
+    """
+    theta = as_tensor(theta, "theta", ndim=2)
+    X = as_tensor(X, "X", ndim=2, device=theta.device)
+    if X.shape[1] != theta.shape[1]:
+        raise FlatbookInputError(f"X has {X.shape[1]} columns but theta has d = {theta.shape[1]}.")
+    norms = torch.linalg.vector_norm(theta, dim=1)
+    if (norms == 0).any():
+        raise FlatbookInputError(
+            f"{int((norms == 0).sum())} row(s) of theta are zero and have no direction; drop them."
+        )
+    u = theta / norms[:, None]
+    n = X.shape[0]
+    s2, ds2, _ = _neuron_sums(u, X, activation)
+    c = activation.degree
+    return (c + 1.0) * c ** (-c / (c + 1.0)) * (2.0 / n * s2) ** (1.0 / (c + 1.0)) * (2.0 / n * ds2) ** (c / (c + 1.0))

@@ -1,0 +1,131 @@
+"""The two-layer homogeneous network h(w, x) = Σ_j a_j σ(⟨θ_j, x⟩) and its rescaling symmetry.
+
+With σ positively c-homogeneous, the per-neuron rescaling
+``(a_j, θ_j) → (α_j^{-c} a_j, α_j θ_j)``, ``α_j > 0``, leaves h unchanged
+(book, notation chapter, eq. ``eq-rescaling``).  What the symmetry cannot
+change is the *effective* outer weight ``ã_j = a_j ‖θ_j‖^c`` and the direction
+``u_j = θ_j / ‖θ_j‖``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .activations import HomogeneousActivation, get_activation
+from .backend import as_tensor, check_data, row_chunks
+from .errors import FlatbookInputError
+
+
+def forward(a: torch.Tensor, theta: torch.Tensor, X: torch.Tensor,
+            activation: HomogeneousActivation) -> torch.Tensor:
+    """h(w, x_i) = Σ_j a_j σ(⟨θ_j, x_i⟩) for every row x_i of X (a pure function, autograd-friendly)."""
+    return activation(X @ theta.T) @ a
+
+
+class TwoLayerNet:
+    """A two-layer network with outer weights ``a`` (m,), inner weights ``theta`` (m, d).
+
+    ``net(X)`` returns the outputs (n,).  The object is immutable in spirit:
+    :meth:`rescale` returns a new network.
+    """
+
+    def __init__(self, a, theta, activation="relu"):
+        self.activation = get_activation(activation)
+        self.theta = as_tensor(theta, "theta", ndim=2)
+        self.a = as_tensor(a, "a", ndim=1, device=self.theta.device)
+        if self.a.shape[0] != self.theta.shape[0]:
+            raise FlatbookInputError(
+                f"a has {self.a.shape[0]} entries but theta has {self.theta.shape[0]} rows; "
+                "each neuron needs one outer weight and one row of inner weights."
+            )
+
+    @property
+    def width(self) -> int:
+        """Number of neurons m."""
+        return self.a.shape[0]
+
+    @property
+    def input_dim(self) -> int:
+        """Input dimension d."""
+        return self.theta.shape[1]
+
+    @property
+    def device(self) -> torch.device:
+        return self.theta.device
+
+    def __call__(self, X) -> torch.Tensor:
+        X = as_tensor(X, "X", ndim=2, device=self.device)
+        if X.shape[1] != self.input_dim:
+            raise FlatbookInputError(
+                f"X has {X.shape[1]} columns but the network expects d = {self.input_dim}."
+            )
+        out = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
+        for rows in row_chunks(X.shape[0], self.width):
+            out[rows] = forward(self.a, self.theta, X[rows], self.activation)
+        return out
+
+    def residuals(self, X, y) -> torch.Tensor:
+        """r_i = h(w, x_i) − y_i."""
+        X, y = check_data(X, y, self.input_dim)
+        return self(X.to(self.device)) - y.to(self.device)
+
+    def empirical_loss(self, X, y) -> float:
+        """F_S(w) = (1/n) Σ_i (h(w, x_i) − y_i)²  (no factor ½)."""
+        return float((self.residuals(X, y) ** 2).mean())
+
+    def rescale(self, alpha) -> "TwoLayerNet":
+        """The network (α_j^{-c} a_j, α_j θ_j): same function, different parameters.
+
+        ``alpha`` is a positive scalar or a positive vector of length m.
+        """
+        alpha = as_tensor(alpha, "alpha", device=self.device)
+        if alpha.ndim == 0:
+            alpha = alpha.expand(self.width)
+        if alpha.shape != (self.width,):
+            raise FlatbookInputError(
+                f"alpha must be a scalar or have shape ({self.width},), got {tuple(alpha.shape)}."
+            )
+        if (alpha <= 0).any():
+            raise FlatbookInputError(
+                f"alpha must be strictly positive (the symmetry needs α_j > 0); "
+                f"got {int((alpha <= 0).sum())} entries <= 0, e.g. {float(alpha.min()):.3g}."
+            )
+        c = self.activation.degree
+        return TwoLayerNet(alpha ** (-c) * self.a, alpha[:, None] * self.theta, self.activation)
+
+    def inner_norms(self) -> torch.Tensor:
+        """‖θ_j‖ for every neuron."""
+        return torch.linalg.vector_norm(self.theta, dim=1)
+
+    def directions(self) -> torch.Tensor:
+        """u_j = θ_j / ‖θ_j‖ (rows of zeros stay zero)."""
+        norms = self.inner_norms()
+        return self.theta / torch.where(norms > 0, norms, torch.ones_like(norms))[:, None]
+
+    def effective_outer_weights(self) -> torch.Tensor:
+        """ã_j = a_j ‖θ_j‖^c, invariant under the rescaling symmetry."""
+        return self.a * self.inner_norms() ** self.activation.degree
+
+    def alignment(self, theta_star) -> torch.Tensor:
+        """ρ_j = ‖P_{Θ*} θ_j‖ / ‖θ_j‖, with P_{Θ*} the projection onto the row span of Θ*.
+
+        ``theta_star`` (k, d) need not be orthonormal; its row span is used.
+        """
+        theta_star = as_tensor(theta_star, "theta_star", device=self.device)
+        if theta_star.ndim == 1:
+            theta_star = theta_star[None, :]
+        if theta_star.ndim != 2 or theta_star.shape[1] != self.input_dim:
+            raise FlatbookInputError(
+                f"theta_star must have shape (k, {self.input_dim}), got {tuple(theta_star.shape)}."
+            )
+        basis = torch.linalg.qr(theta_star.T).Q  # (d, k) orthonormal basis of span Θ*
+        norms = self.inner_norms()
+        if (norms == 0).any():
+            raise FlatbookInputError(
+                f"{int((norms == 0).sum())} neuron(s) have θ_j = 0, whose alignment is undefined; "
+                "drop them first."
+            )
+        return torch.linalg.vector_norm(self.theta @ basis, dim=1) / norms
+
+    def __repr__(self) -> str:
+        return f"TwoLayerNet(m={self.width}, d={self.input_dim}, activation={self.activation!r})"
