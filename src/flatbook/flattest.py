@@ -134,7 +134,7 @@ def _polish_l1(a, lam, Phi, y, kappa):
     return a, lam / max(1.0, violation)
 
 
-def _solve_cvxpy(Phi, y, kappa, p, solver):
+def _solve_cvxpy(Phi, y, kappa, p, solver, solver_options):
     import cvxpy as cp
 
     Phi_np, y_np, kappa_np = (t.detach().cpu().numpy() for t in (Phi, y, kappa))
@@ -147,7 +147,7 @@ def _solve_cvxpy(Phi, y, kappa, p, solver):
         objective = cp.sum(cp.multiply(kappa_np, cp.power(cp.abs(a), p)))
     problem = cp.Problem(cp.Minimize(objective), [constraint])
     try:
-        problem.solve(solver=solver)
+        problem.solve(solver=solver, **solver_options)
     except cp.error.SolverError as exc:
         raise SolverError(f"cvxpy/{solver} failed on the flattest-interpolator program: {exc}") from exc
     if problem.status not in ("optimal", "optimal_inaccurate") or a.value is None:
@@ -163,7 +163,8 @@ def _solve_cvxpy(Phi, y, kappa, p, solver):
 
 
 def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "CLARABEL",
-                           residual_tol: float = 1e-8, gap_tol: float = 1e-6) -> FlattestResult:
+                           solver_options: dict | None = None, residual_tol: float = 1e-8,
+                           gap_tol: float = 1e-6) -> FlattestResult:
     """The outer weights minimising Υ among all interpolators with the inner directions of ``theta``.
 
     ``theta`` (m, d) may have rows of any (non-zero) norm; by the symmetry only
@@ -171,6 +172,7 @@ def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "CLA
     Raises :class:`InfeasibleInterpolationError` if no interpolator exists and
     :class:`SolverError` if the solution cannot be certified to
     ``residual_tol`` (relative to max|y|) and ``gap_tol`` (relative duality gap).
+    ``solver`` and ``solver_options`` are passed to ``cvxpy.Problem.solve``.
     """
     activation = get_activation(activation)
     theta = as_tensor(theta, "theta", ndim=2)
@@ -203,7 +205,8 @@ def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "CLA
     p = activation.p
     active = kappa > 0  # κ_j = 0 exactly when neuron j is silent on every sample
     a_eff = torch.zeros(m, dtype=Phi.dtype, device=Phi.device)
-    a_act, lam, status = _solve_cvxpy(Phi[:, active], y, kappa[active], p, solver)
+    a_act, lam, status = _solve_cvxpy(Phi[:, active], y, kappa[active], p, solver,
+                                         solver_options or {})
     Phi_a, kappa_a = Phi[:, active], kappa[active]
     if p == 1.0:
         a_act, lam = _polish_l1(a_act, lam, Phi_a, y, kappa_a)

@@ -1,0 +1,80 @@
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flatbook import get_activation
+from flatbook.activations import ACTIVATION_NAMES
+from flatbook.errors import FlatbookInputError
+
+
+def test_names_and_degrees():
+    assert ACTIVATION_NAMES == ("relu", "leaky_relu", "quadratic", "relu_power")
+    assert get_activation("relu").degree == 1.0
+    assert get_activation("leaky_relu").degree == 1.0
+    assert get_activation("quadratic").degree == 2.0
+    assert get_activation("relu_power", c=2.5).degree == 2.5
+    assert get_activation("quadratic").p == pytest.approx(4 / 3)
+    assert get_activation("relu").p == 1.0
+
+
+@settings(max_examples=50, deadline=None)
+@given(scale=st.floats(1e-3, 1e3), seed=st.integers(0, 2**16))
+def test_positive_homogeneity(scale, seed):
+    z = torch.randn(50, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    for name, params in [("relu", {}), ("leaky_relu", {"negative_slope": 0.3}),
+                         ("quadratic", {}), ("relu_power", {"c": 1.7})]:
+        act = get_activation(name, **params)
+        c = act.degree
+        torch.testing.assert_close(act(scale * z), scale**c * act(z), rtol=1e-12, atol=0)
+        torch.testing.assert_close(act.derivative(scale * z), scale ** (c - 1) * act.derivative(z),
+                                   rtol=1e-12, atol=0)
+
+
+def test_derivatives_match_autograd(activation):
+    z = torch.linspace(-3, 3, 61, dtype=torch.float64)
+    z = z[z.abs() > 1e-6].requires_grad_(True)  # the kink at 0 has no classical derivative
+    (first,) = torch.autograd.grad(activation(z).sum(), z, create_graph=True)
+    # For piecewise-linear σ the first derivative is piecewise constant and has no graph.
+    second = torch.autograd.grad(first.sum(), z)[0] if first.requires_grad else torch.zeros_like(z)
+    torch.testing.assert_close(first.detach(), activation.derivative(z.detach()), rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(second, activation.second_derivative(z.detach()), rtol=1e-12, atol=1e-14)
+
+
+def test_no_nan_gradients_at_zero():
+    z = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+    act = get_activation("relu_power", c=1.5)
+    (first,) = torch.autograd.grad(act(z).sum(), z, create_graph=True)
+    (second,) = torch.autograd.grad(first.sum(), z)
+    assert torch.isfinite(first).all() and torch.isfinite(second).all()
+
+
+def test_relu_power_one_is_relu():
+    z = torch.randn(100, dtype=torch.float64)
+    torch.testing.assert_close(get_activation("relu_power", c=1)(z), get_activation("relu")(z))
+
+
+def test_unknown_activation_lists_the_valid_ones():
+    with pytest.raises(FlatbookInputError, match="unknown activation 'tanh'.*relu, leaky_relu, quadratic, relu_power"):
+        get_activation("tanh")
+
+
+@pytest.mark.parametrize("c", [0.5, -1, math.nan, math.inf])
+def test_relu_power_rejects_degree_below_one(c):
+    with pytest.raises(FlatbookInputError, match="c >= 1"):
+        get_activation("relu_power", c=c)
+
+
+def test_bad_parameters():
+    with pytest.raises(FlatbookInputError, match="does not take parameters"):
+        get_activation("relu", c=2)
+    with pytest.raises(FlatbookInputError, match="negative_slope"):
+        get_activation("leaky_relu", negative_slope=1.5)
+
+
+def test_equality_and_repr():
+    assert get_activation("leaky_relu", negative_slope=0.1) == get_activation("leaky_relu", negative_slope=0.1)
+    assert get_activation("leaky_relu", negative_slope=0.1) != get_activation("leaky_relu", negative_slope=0.2)
+    assert repr(get_activation("relu_power", c=3)) == "get_activation('relu_power', c=3.0)"

@@ -1,0 +1,71 @@
+import math
+
+import pytest
+import torch
+
+from flatbook import MultiIndexModel, TwoLayerNet, population_loss
+from flatbook.data import multi_index_product, random_orthonormal, single_index, sum_of_single_index
+from flatbook.errors import FlatbookInputError
+
+
+def test_random_orthonormal_rows():
+    theta_star = random_orthonormal(3, 10, seed=1)
+    torch.testing.assert_close(theta_star @ theta_star.T, torch.eye(3, dtype=torch.float64), atol=1e-12, rtol=0)
+    torch.testing.assert_close(theta_star, random_orthonormal(3, 10, seed=1))
+
+
+def test_sampling_is_reproducible_and_follows_the_model():
+    model = sum_of_single_index(d=8, k=2, link="relu", noise_std=0.0, seed=0)
+    X1, y1 = model.sample(50, seed=7)
+    X2, y2 = model.sample(50, seed=7)
+    torch.testing.assert_close(X1, X2)
+    z = X1 @ model.theta_star.T
+    torch.testing.assert_close(y1, torch.relu(z).sum(dim=1))
+    assert not torch.equal(model.sample(50, seed=8)[0], X1)
+
+
+def test_noise_level_and_bayes_risk():
+    model = single_index(d=4, link="quadratic", noise_std=0.5, seed=0)
+    X, y = model.sample(40_000, seed=1)
+    noise = y - model.target(X)
+    assert model.bayes_risk == 0.25
+    assert abs(noise.var().item() - 0.25) < 5 * 0.25 * math.sqrt(2 / 40_000)
+
+
+def test_population_loss_of_the_teacher_is_the_bayes_risk():
+    model = single_index(d=5, link="relu", noise_std=0.3, seed=2)
+    teacher_net = TwoLayerNet([1.0], model.theta_star, "relu")
+    result = population_loss(teacher_net, model, n_test=5000)
+    assert result.value == pytest.approx(0.09, abs=1e-14)
+    assert result.excess == pytest.approx(0.0, abs=1e-14)
+
+
+def test_population_loss_against_a_closed_form():
+    # h(x) = <u, x>^2 against the zero link: F = E <u,x>^4 + τ² = 3 ||u||^4 + τ².
+    d = 6
+    u = torch.arange(1.0, d + 1, dtype=torch.float64) / 10
+    model = MultiIndexModel(random_orthonormal(1, d, seed=0), lambda z: torch.zeros(len(z), dtype=z.dtype), 0.2)
+    result = population_loss(TwoLayerNet([1.0], u[None, :], "quadratic"), model, n_test=400_000, chunk=50_000)
+    exact = 3 * float(u @ u) ** 2 + 0.04
+    assert abs(result.value - exact) < 4 * result.stderr
+    assert result.stderr < 0.01 * exact
+
+
+def test_product_link_has_unit_second_moment():
+    model = multi_index_product(d=6, k=3, seed=0)
+    _, y = model.sample(200_000, seed=3)
+    assert abs((y**2).mean().item() - 1.0) < 0.03
+
+
+def test_teacher_validation():
+    with pytest.raises(FlatbookInputError, match="orthonormal rows"):
+        MultiIndexModel(torch.ones(2, 3), lambda z: z[:, 0])
+    with pytest.raises(FlatbookInputError, match="noise_std"):
+        single_index(d=3, noise_std=-1.0)
+    with pytest.raises(FlatbookInputError, match="1 <= k <= d"):
+        random_orthonormal(4, 3)
+    model = single_index(d=3)
+    with pytest.raises(FlatbookInputError, match="n must be a positive int"):
+        model.sample(0)
+    with pytest.raises(FlatbookInputError, match="network has d = 4 but the teacher has d = 3"):
+        population_loss(TwoLayerNet([1.0], [[1.0, 0, 0, 0]], "relu"), model)

@@ -1,0 +1,130 @@
+import cvxpy as cp
+import numpy as np
+import pytest
+import scipy.linalg
+import torch
+
+from flatbook import TwoLayerNet, flattest_outer_weights, get_activation, min_flatness
+from flatbook.data import single_index, sum_of_single_index
+from flatbook.errors import FlatbookInputError, InfeasibleInterpolationError, SolverError
+
+
+def problem(n=15, m=40, d=6, seed=0):
+    model = sum_of_single_index(d=d, k=2, link="relu", noise_std=0.1, seed=seed)
+    X, y = model.sample(n, seed=seed + 1)
+    # Directions with different norms: only directions may matter.
+    gen = torch.Generator().manual_seed(seed + 2)
+    theta = torch.randn(m, d, generator=gen, dtype=torch.float64) * torch.rand(m, 1, generator=gen, dtype=torch.float64)
+    return theta, X, y
+
+
+def independent_cvxpy_optimum(theta, X, y, activation):
+    """The program written directly in the actual outer weights a, with κ computed here in numpy."""
+    theta, X, y = theta.numpy(), X.numpy(), y.numpy()
+    c, p, n = activation.degree, activation.p, X.shape[0]
+    norms = np.linalg.norm(theta, axis=1)
+    z = X @ (theta / norms[:, None]).T
+    sigma = activation(torch.from_numpy(z)).numpy()
+    dsigma = activation.derivative(torch.from_numpy(z)).numpy()
+    S = 2 / n * (sigma**2).sum(0)
+    T = 2 / n * ((dsigma**2) * (X**2).sum(1)[:, None]).sum(0)
+    kappa = (c + 1) * c ** (-c / (c + 1)) * S ** (1 / (c + 1)) * T ** (c / (c + 1))
+    weights = kappa * norms ** (c * p)  # |ã_j|^p = ||θ_j||^{cp} |a_j|^p
+    a = cp.Variable(theta.shape[0])
+    features = activation(torch.from_numpy(X @ theta.T)).numpy()
+    objective = weights @ cp.abs(a) if p == 1 else cp.sum(cp.multiply(weights, cp.power(cp.abs(a), p)))
+    prob = cp.Problem(cp.Minimize(objective), [features @ a == y])
+    prob.solve(solver="CLARABEL")
+    assert prob.status == "optimal"
+    return prob.value
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_flattest_interpolates_and_is_certified(activation, seed):
+    theta, X, y = problem(seed=seed)
+    result = flattest_outer_weights(theta, X, y, activation)
+    assert result.status == "optimal"
+    assert (result.net(X) - y).abs().max().item() <= 1e-8 * y.abs().max().item()
+    assert abs(result.duality_gap) <= 1e-6
+    assert result.lower_bound <= result.flatness * (1 + 1e-12)
+    assert result.flatness == pytest.approx(min_flatness(result.net, X, y), rel=1e-8)
+    assert result.p == pytest.approx(activation.p)
+    torch.testing.assert_close(result.effective_a, result.net.effective_outer_weights())
+
+
+def test_objective_matches_an_independent_cvxpy_formulation(activation):
+    theta, X, y = problem()
+    result = flattest_outer_weights(theta, X, y, activation)
+    assert result.flatness == pytest.approx(independent_cvxpy_optimum(theta, X, y, activation), rel=1e-6)
+
+
+def test_dual_bound_holds_for_every_interpolator_with_the_same_directions(activation):
+    theta, X, y = problem(seed=3)
+    result = flattest_outer_weights(theta, X, y, activation)
+    features = activation(X @ (theta / theta.norm(dim=1, keepdim=True)).T).numpy()
+    null_space = torch.from_numpy(scipy.linalg.null_space(features))
+    gen = torch.Generator().manual_seed(0)
+    scale = result.effective_a.abs().max()
+    for _ in range(50):
+        a_eff = result.effective_a + null_space @ (scale * torch.randn(null_space.shape[1], generator=gen,
+                                                                       dtype=torch.float64))
+        other = TwoLayerNet(a_eff / theta.norm(dim=1) ** activation.degree, theta, activation)
+        assert (other(X) - y).abs().max() < 1e-8
+        upsilon = min_flatness(other, X, y)
+        assert result.lower_bound <= upsilon
+        assert result.flatness <= upsilon
+
+
+def test_relu_solution_is_sparse():
+    theta, X, y = problem(n=20, m=80)
+    result = flattest_outer_weights(theta, X, y, "relu")
+    assert result.support_size <= X.shape[0]
+    quad = flattest_outer_weights(theta, X, y, "quadratic")
+    assert quad.support_size == theta.shape[0]
+
+
+def test_too_few_neurons():
+    theta, X, y = problem(n=15, m=10)
+    with pytest.raises(InfeasibleInterpolationError, match="only m = 10 neurons for n = 15 samples"):
+        flattest_outer_weights(theta, X, y, "relu")
+
+
+def test_quadratic_features_of_low_rank():
+    theta, X, y = problem(n=30, m=60, d=5)
+    with pytest.raises(InfeasibleInterpolationError, match=r"rank 15 < n.*d\(d\+1\)/2 = 15"):
+        flattest_outer_weights(theta, X, y, "quadratic")
+
+
+def test_uncertifiable_solution_raises():
+    # Two SCS iterations leave the LP far from optimal; the l1 polish cannot close the gap.
+    theta, X, y = problem(n=30, m=90, d=10)
+    with pytest.raises(SolverError, match="could not certify.*duality gap"):
+        flattest_outer_weights(theta, X, y, "relu", solver="SCS", solver_options={"max_iters": 2})
+
+
+def test_dual_newton_polish_recovers_from_an_inaccurate_start():
+    theta, X, y = problem(n=30, m=90, d=10)
+    result = flattest_outer_weights(theta, X, y, "quadratic", solver="SCS", solver_options={"max_iters": 2})
+    reference = flattest_outer_weights(theta, X, y, "quadratic")
+    assert result.status == "optimal (polished from optimal_inaccurate)"
+    assert result.flatness == pytest.approx(reference.flatness, rel=1e-10)
+
+
+def test_unavailable_solver_raises():
+    theta, X, y = problem()
+    with pytest.raises(SolverError, match="cvxpy/NOT_A_SOLVER failed"):
+        flattest_outer_weights(theta, X, y, "relu", solver="NOT_A_SOLVER")
+
+
+def test_bad_inputs():
+    theta, X, y = problem()
+    y_nan = y.clone()
+    y_nan[0] = float("nan")
+    with pytest.raises(FlatbookInputError, match="y contains 1 NaN"):
+        flattest_outer_weights(theta, X, y_nan, "relu")
+    with pytest.raises(FlatbookInputError, match="X has 15 rows but y has 14"):
+        flattest_outer_weights(theta, X, y[:-1], "relu")
+    with pytest.raises(FlatbookInputError, match="unknown activation"):
+        flattest_outer_weights(theta, X, y, "sigmoid")
+    with pytest.raises(FlatbookInputError, match="identically zero"):
+        flattest_outer_weights(theta, X, torch.zeros_like(y), "relu")

@@ -1,0 +1,75 @@
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flatbook import TwoLayerNet, get_activation, hessian_trace
+from flatbook.data import random_orthonormal
+from flatbook.errors import FlatbookInputError
+
+from conftest import random_problem
+
+
+def test_forward_matches_definition(activation):
+    net, X, _ = random_problem(activation)
+    expected = torch.stack([sum(net.a[j] * activation(net.theta[j] @ x) for j in range(net.width)) for x in X])
+    torch.testing.assert_close(net(X), expected, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(log_alpha=st.lists(st.floats(-3, 3), min_size=7, max_size=7), seed=st.integers(0, 1000))
+def test_rescaling_keeps_the_function_on_fresh_inputs(log_alpha, seed):
+    for activation in [get_activation("relu"), get_activation("quadratic"), get_activation("relu_power", c=2.5)]:
+        net, X, y = random_problem(activation, seed=seed)
+        alpha = torch.exp(torch.tensor(log_alpha, dtype=torch.float64))
+        rescaled = net.rescale(alpha)
+        fresh = torch.randn(200, net.input_dim, generator=torch.Generator().manual_seed(seed + 1),
+                            dtype=torch.float64)
+        torch.testing.assert_close(rescaled(fresh), net(fresh), rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(rescaled.effective_outer_weights(), net.effective_outer_weights(),
+                                   rtol=1e-10, atol=1e-12)
+
+
+def test_rescaling_moves_the_trace(activation):
+    net, X, y = random_problem(activation)
+    alpha = torch.ones(net.width, dtype=torch.float64)
+    alpha[0] = 10.0
+    assert hessian_trace(net.rescale(alpha), X, y) > 2 * hessian_trace(net, X, y)
+
+
+def test_alignment():
+    theta_star = random_orthonormal(2, 6, seed=3)
+    inside = torch.tensor([[1.0, 2.0]], dtype=torch.float64) @ theta_star
+    outside = torch.randn(1, 6, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    outside = outside - outside @ theta_star.T @ theta_star  # project out span Θ*
+    net = TwoLayerNet(torch.ones(2, dtype=torch.float64), torch.cat([inside, outside]), "relu")
+    torch.testing.assert_close(net.alignment(theta_star), torch.tensor([1.0, 0.0], dtype=torch.float64),
+                               atol=1e-12, rtol=0)
+
+
+def test_shape_mismatch_errors():
+    with pytest.raises(FlatbookInputError, match="a has 3 entries but theta has 4 rows"):
+        TwoLayerNet(torch.ones(3), torch.ones(4, 2), "relu")
+    net = TwoLayerNet(torch.ones(3), torch.ones(3, 2), "relu")
+    with pytest.raises(FlatbookInputError, match="X has 5 columns but the network expects d = 2"):
+        net(torch.ones(4, 5))
+    with pytest.raises(FlatbookInputError, match=r"alpha must be a scalar or have shape \(3,\)"):
+        net.rescale(torch.ones(4))
+
+
+@pytest.mark.parametrize("alpha", [0.0, -1.0, [1.0, 0.0, 2.0]])
+def test_nonpositive_alpha_is_rejected(alpha):
+    net = TwoLayerNet(torch.ones(3), torch.ones(3, 2), "relu")
+    with pytest.raises(FlatbookInputError, match="alpha must be strictly positive"):
+        net.rescale(alpha)
+
+
+def test_nan_weights_are_rejected():
+    with pytest.raises(FlatbookInputError, match="theta contains 1 NaN or inf entry"):
+        TwoLayerNet(torch.ones(2), torch.tensor([[1.0, float("nan")], [0.0, 1.0]]), "relu")
+
+
+def test_device_variable_is_validated(monkeypatch):
+    monkeypatch.setenv("FLATBOOK_DEVICE", "not-a-device")
+    with pytest.raises(FlatbookInputError, match="FLATBOOK_DEVICE='not-a-device' is not a torch device"):
+        TwoLayerNet([1.0], [[1.0]], "relu")
