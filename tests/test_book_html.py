@@ -1,0 +1,70 @@
+"""Checks of the built book (_build/html): every page exists, executed cleanly, renders math offline.
+
+The fixture builds the book first when _build/html is missing or older than any
+of its sources, so a stale build can never pass.
+"""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "_build" / "html"
+sys.path.insert(0, str(ROOT / "scripts"))
+from chapters_to_notebooks import toc_files  # noqa: E402
+
+pytestmark = pytest.mark.book
+
+
+def newest_source_mtime() -> float:
+    sources = [ROOT / "_config.yml", ROOT / "_toc.yml"]
+    sources += [p for folder in ("book", "src") for p in (ROOT / folder).rglob("*") if p.is_file()]
+    return max(p.stat().st_mtime for p in sources)
+
+
+@pytest.fixture(scope="module")
+def html_dir() -> Path:
+    index = HTML / "index.html"
+    if not index.exists() or index.stat().st_mtime < newest_source_mtime():
+        jupyter_book = Path(sys.executable).parent / "jupyter-book"
+        subprocess.run([str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going"],
+                       check=True, cwd=ROOT)
+    return HTML
+
+
+def toc_pages() -> list[str]:
+    return [name.removesuffix(".md") for name in toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))]
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_page_was_built(html_dir, page):
+    assert (html_dir / f"{page}.html").is_file(), f"{page} is in _toc.yml but was not built"
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_page_has_no_execution_errors(html_dir, page):
+    text = (html_dir / f"{page}.html").read_text()
+    for marker in ("Traceback (most recent call last)", "CellExecutionError", "output traceback",
+                   "Error</span>:", "glue:text", "{eq}", "{cite}", "{numref}"):
+        assert marker not in text, f"{page}.html contains {marker!r}"
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_page_loads_nothing_remote(html_dir, page):
+    text = (html_dir / f"{page}.html").read_text()
+    remote = re.findall(r'<(?:script|link|img)[^>]*(?:src|href)="(https?:)?//[^"]*"', text)
+    assert not remote, f"{page}.html loads remote resources: {remote}"
+    assert "mathjax/tex-svg-full.js" in text, f"{page}.html does not load the bundled MathJax"
+
+
+def test_bundled_mathjax_is_shipped(html_dir):
+    assert (html_dir / "_static" / "mathjax" / "tex-svg-full.js").stat().st_size > 1_000_000
+
+
+def test_glued_numbers_are_rendered(html_dir):
+    text = (html_dir / "book" / "notation.html").read_text()
+    assert re.search(r'largest relative difference is <span class="pasted-text">\d\.\de-\d\d</span>', text)
