@@ -3,5 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/jupyter-book build . -W -n --keep-going
+.venv/bin/jupyter-book build . --all -W -n --keep-going
 echo "The book is at $(pwd)/_build/html/index.html"

@@ -22,6 +22,11 @@ import torch
 from .errors import FlatbookInputError
 
 
+def _half_gaussian_moment(q: float) -> float:
+    """E[g^q 1{g > 0}] = 2^{q/2} Γ((q+1)/2) / (2 √π) for g ~ N(0, 1)."""
+    return 2 ** (q / 2) * math.gamma((q + 1) / 2) / (2 * math.sqrt(math.pi))
+
+
 class HomogeneousActivation:
     """Base class: a positively ``degree``-homogeneous function applied elementwise."""
 
@@ -47,6 +52,10 @@ class HomogeneousActivation:
     def params(self) -> dict:
         """Constructor parameters, for provenance and ``repr``."""
         return {}
+
+    def gaussian_moments(self) -> tuple[float, float, float]:
+        """(E σ(g)², E σ'(g)², E σ'(g)² g²) for g ~ N(0, 1), in closed form."""
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
@@ -83,6 +92,11 @@ class LeakyReLU(HomogeneousActivation):
     def second_derivative(self, z):
         return torch.zeros_like(z)
 
+    def gaussian_moments(self):
+        # σ² = z² and σ'² = 1 on z > 0; slope² times the same on z < 0.
+        half = (1.0 + self.negative_slope**2) / 2.0
+        return half, half, half
+
     def params(self):
         return {} if self.name == "relu" else {"negative_slope": self.negative_slope}
 
@@ -108,6 +122,9 @@ class Quadratic(HomogeneousActivation):
 
     def second_derivative(self, z):
         return torch.full_like(z, 2.0)
+
+    def gaussian_moments(self):
+        return 3.0, 4.0, 12.0  # E g⁴, E (2g)², E (2g)² g²
 
 
 class ReLUPower(HomogeneousActivation):
@@ -140,6 +157,11 @@ class ReLUPower(HomogeneousActivation):
         if c == 1.0:
             return torch.zeros_like(z)
         return self._power(z, c - 2.0, c * (c - 1.0))
+
+    def gaussian_moments(self):
+        c = self.degree
+        return (_half_gaussian_moment(2 * c), c**2 * _half_gaussian_moment(2 * c - 2),
+                c**2 * _half_gaussian_moment(2 * c))
 
     def params(self):
         return {"c": self.degree}

@@ -9,7 +9,7 @@ Under (a_j, θ_j) → (α_j^{-c} a_j, α_j θ_j) neuron j's share becomes
 ``A_j α_j^{2c} + B_j α_j^{-2}`` with A_j = (2/n) Σ_i σ(z_ij)² and
 B_j = (2/n) Σ_i (a_j² σ'(z_ij)² + r_i a_j σ''(z_ij)) ‖x_i‖² (eq. ``eq-trace-alpha``),
 minimised at α_j = (B_j / (c A_j))^{1/(2c+2)} with value
-``(c+1) c^{-c/(c+1)} A_j^{1/(c+1)} B_j^{c/(c+1)}`` (eq. ``eq-upsilon-neuron``).
+``(c+1) c^{-c/(c+1)} A_j^{1/(c+1)} B_j^{c/(c+1)}`` (book, chapter 2, eq. ``eq-upsilon-neuron``).
 At an interpolator this is κ_j |ã_j|^p with ã_j = a_j ‖θ_j‖^c,
 p = 2c/(c+1) and κ_j from :func:`flatness_weights` (eq. ``eq-upsilon``).
 
@@ -129,3 +129,24 @@ def flatness_weights(theta, X, activation: HomogeneousActivation) -> torch.Tenso
     s2, ds2, _ = _neuron_sums(u, X, activation)
     c = activation.degree
     return (c + 1.0) * c ** (-c / (c + 1.0)) * (2.0 / n * s2) ** (1.0 / (c + 1.0)) * (2.0 / n * ds2) ** (c / (c + 1.0))
+
+
+def population_flatness_weight(activation: HomogeneousActivation, d: int) -> float:
+    """The n → ∞ limit of every κ_j for x ~ N(0, I_d) (eq. ``eq-kappa-population``).
+
+    By rotation invariance g = ⟨u_j, x⟩ ~ N(0, 1) and ‖x‖² = g² + χ²_{d−1}, so
+    S → 2 E σ(g)² and T → 2 (E σ'(g)² g² + (d − 1) E σ'(g)²), the same for all u_j.
+    """
+    if not (isinstance(d, int) and d >= 1):
+        raise FlatbookInputError(f"d must be a positive int, got {d!r}.")
+    sigma2, dsigma2, dsigma2_g2 = activation.gaussian_moments()
+    c = activation.degree
+    S = 2.0 * sigma2
+    T = 2.0 * (dsigma2_g2 + (d - 1) * dsigma2)
+    return (c + 1.0) * c ** (-c / (c + 1.0)) * S ** (1.0 / (c + 1.0)) * T ** (c / (c + 1.0))
+
+
+def orbit_flatness(effective_a: torch.Tensor, kappa: torch.Tensor, p: float) -> torch.Tensor:
+    """Υ = Σ_j κ_j |ã_j|^p for interpolators given by their effective weights (eq. ``eq-upsilon``);
+    ``effective_a`` may be (m,) or a batch (count, m)."""
+    return (kappa * effective_a.abs() ** p).sum(dim=-1)

@@ -25,6 +25,7 @@ raised if either misses its tolerance.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +34,7 @@ import torch
 from .activations import get_activation
 from .backend import as_tensor, check_data
 from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverError
-from .flatness import flatness_weights
+from .flatness import flatness_weights, orbit_flatness
 from .network import TwoLayerNet
 
 
@@ -147,7 +148,10 @@ def _solve_cvxpy(Phi, y, kappa, p, solver, solver_options):
         objective = cp.sum(cp.multiply(kappa_np, cp.power(cp.abs(a), p)))
     problem = cp.Problem(cp.Minimize(objective), [constraint])
     try:
-        problem.solve(solver=solver, **solver_options)
+        with warnings.catch_warnings():
+            # "Solution may be inaccurate": the status says so, and we polish and certify below.
+            warnings.simplefilter("ignore", UserWarning)
+            problem.solve(solver=solver, **solver_options)
     except cp.error.SolverError as exc:
         raise SolverError(f"cvxpy/{solver} failed on the flattest-interpolator program: {exc}") from exc
     if problem.status not in ("optimal", "optimal_inaccurate") or a.value is None:
@@ -214,7 +218,7 @@ def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "CLA
         lam = _newton_polish(lam, Phi_a, y, kappa_a, p)
         a_act = _primal_from_dual(lam, Phi_a, kappa_a, p)
     a_eff[active] = a_act
-    flatness = float((kappa * a_eff.abs() ** p).sum())
+    flatness = float(orbit_flatness(a_eff, kappa, p))
     lower_bound = dual_objective(lam, Phi_a, y, kappa_a, p)
     residual = float((Phi @ a_eff - y).abs().max())
     gap = (flatness - lower_bound) / flatness
@@ -232,3 +236,24 @@ def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "CLA
         effective_a=a_eff, kappa=kappa, p=p, residual=residual, duality_gap=gap,
         condition_number=condition,
     )
+
+
+def other_interpolators(result: FlattestResult, X, count: int, spread=1.0, seed: int = 0) -> torch.Tensor:
+    """Effective outer weights of ``count`` random interpolators with the same directions.
+
+    Row i is ã* + s_i max|ã*| N z_i, with N an orthonormal basis of the null
+    space of Φ, z_i ~ N(0, I) and s_i = ``spread`` (a float, or one value per
+    row): every row interpolates the same data, and by weak duality every row
+    has Σ κ_j |ã_j|^p ≥ ``result.lower_bound``.  Returns a (count, m) tensor.
+    """
+    theta = result.net.theta
+    X = as_tensor(X, "X", ndim=2, device=theta.device)
+    Phi = feature_matrix(theta, X, result.net.activation)
+    n = Phi.shape[0]
+    null_basis = torch.linalg.svd(Phi, full_matrices=True).Vh[n:].T  # (m, m − n)
+    gen = torch.Generator().manual_seed(seed)
+    z = torch.randn(count, null_basis.shape[1], generator=gen, dtype=Phi.dtype).to(Phi.device)
+    spread = as_tensor(spread, "spread", device=Phi.device).reshape(-1, 1)
+    if spread.shape[0] not in (1, count) or (spread < 0).any():
+        raise FlatbookInputError(f"spread must be a number >= 0 or {count} of them.")
+    return result.effective_a + spread * float(result.effective_a.abs().max()) * (z @ null_basis.T)

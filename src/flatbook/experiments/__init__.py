@@ -1,0 +1,38 @@
+"""Experiments: one module per chapter experiment, each ``run(config) -> tables`` plus plot functions.
+
+A *table* is a list of rows, each a dict of plain values (str, int, float),
+so results are easy to cache, compare and print.  Each module has a frozen
+``Config`` dataclass and ``CONFIGS`` for the three scales:
+
+- ``smoke``: seconds, for the tests;
+- ``book``: the default; every chapter within 90 s on two CPU cores;
+- ``paper``: the sizes a paper would print (GPU-sized).
+
+The scale of a chapter comes from ``$FLATBOOK_SCALE`` (default ``book``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import FlatbookInputError
+
+SCALES = ("smoke", "book", "paper")
+
+
+def current_scale() -> str:
+    """``$FLATBOOK_SCALE`` if set (one of :data:`SCALES`), else ``"book"``."""
+    scale = os.environ.get("FLATBOOK_SCALE", "book").strip() or "book"
+    if scale not in SCALES:
+        raise FlatbookInputError(
+            f"FLATBOOK_SCALE={scale!r} is not a scale; choose one of {', '.join(SCALES)}."
+        )
+    return scale
+
+
+def config_for(configs: dict, scale: str | None = None):
+    """The config of ``scale`` (default: :func:`current_scale`) from a module's ``CONFIGS``."""
+    scale = current_scale() if scale is None else scale
+    if scale not in configs:
+        raise FlatbookInputError(f"unknown scale {scale!r}; choose one of {', '.join(configs)}.")
+    return configs[scale]

@@ -1,0 +1,67 @@
+"""The chapter experiments at smoke scale: they run, their tables hold what the chapters assert."""
+
+import pytest
+from matplotlib.figure import Figure
+
+from flatbook.errors import FlatbookInputError
+from flatbook.experiments import SCALES, config_for, convex_dual, current_scale, symmetry_paradox
+
+
+def test_scales(monkeypatch):
+    monkeypatch.delenv("FLATBOOK_SCALE", raising=False)
+    assert current_scale() == "book"
+    monkeypatch.setenv("FLATBOOK_SCALE", "smoke")
+    assert config_for(symmetry_paradox.CONFIGS) == symmetry_paradox.CONFIGS["smoke"]
+    monkeypatch.setenv("FLATBOOK_SCALE", "huge")
+    with pytest.raises(FlatbookInputError, match="FLATBOOK_SCALE='huge' is not a scale; choose one of smoke, book, paper"):
+        current_scale()
+    for module in (symmetry_paradox, convex_dual):
+        assert tuple(module.CONFIGS) == SCALES
+
+
+@pytest.fixture(scope="module")
+def paradox():
+    return symmetry_paradox.run(symmetry_paradox.CONFIGS["smoke"])
+
+
+@pytest.fixture(scope="module")
+def dual():
+    return convex_dual.run(convex_dual.CONFIGS["smoke"])
+
+
+def test_symmetry_paradox_tables(paradox):
+    rows = {(r["activation"], r["interpolator"]): r for r in paradox["interpolators"]}
+    assert set(rows) == {(a, k) for a in ("relu", "quadratic") for k in ("good", "bad")}
+    for name in ("relu", "quadratic"):
+        good, bad = rows[(name, "good")], rows[(name, "bad")]
+        assert good["population_loss"] < bad["population_loss"]
+        assert good["upsilon"] < bad["upsilon"]
+        assert good["trace_sharpened"] > bad["trace_at_optimum"]
+        assert bad["alignment_of_weighted_neurons"] < 1e-10
+    for row in paradox["interpolators"]:
+        assert row["fresh_output_change"] < 1e-10
+        assert row["train_residual"] < 1e-10
+        assert row["trace_at_optimum"] == pytest.approx(row["upsilon"], rel=1e-10)
+    for row in paradox["curves"]:
+        assert row["trace"] == pytest.approx(row["formula"], rel=1e-9)
+    assert all(isinstance(v, (str, int, float)) for row in paradox["interpolators"] for v in row.values())
+
+
+def test_convex_dual_tables(dual):
+    config = convex_dual.CONFIGS["smoke"]
+    for row in dual["solutions"]:
+        assert abs(row["duality_gap"]) < 1e-9
+        assert row["kappa_min"] <= row["upsilon_over_lp"] <= row["kappa_max"]
+    assert len(dual["others"]) == config.n_other * len(config.activations)
+    relu = [r for r in dual["balancedness"] if r["activation"] == "relu"]
+    assert all(r["support"] <= config.n for r in relu)
+    assert [r["m"] for r in relu] == list(config.widths)
+
+
+def test_plots_return_figures(paradox, dual):
+    figures = [symmetry_paradox.plot_orbit_curves(paradox), symmetry_paradox.plot_paradox(paradox),
+               convex_dual.plot_dual_bound(dual), convex_dual.plot_sorted_weights(dual),
+               convex_dual.plot_balancedness(dual)]
+    for fig in figures:
+        assert isinstance(fig, Figure)
+        assert all(ax.has_data() for ax in fig.axes)
