@@ -39,11 +39,12 @@ def independent_cvxpy_optimum(theta, X, y, activation):
     return prob.value
 
 
+@pytest.mark.parametrize("solver", ["newton", "CLARABEL"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_flattest_interpolates_and_is_certified(activation, seed):
+def test_flattest_interpolates_and_is_certified(activation, seed, solver):
     theta, X, y = problem(seed=seed)
-    result = flattest_outer_weights(theta, X, y, activation)
-    assert result.status == "optimal"
+    result = flattest_outer_weights(theta, X, y, activation, solver=solver)
+    assert result.status == "optimal" and result.solver == solver
     assert (result.net(X) - y).abs().max().item() <= 1e-8 * y.abs().max().item()
     assert abs(result.duality_gap) <= 1e-6
     assert result.lower_bound <= result.flatness * (1 + 1e-12)
@@ -52,10 +53,45 @@ def test_flattest_interpolates_and_is_certified(activation, seed):
     torch.testing.assert_close(result.effective_a, result.net.effective_outer_weights())
 
 
-def test_objective_matches_an_independent_cvxpy_formulation(activation):
+@pytest.mark.parametrize("solver", ["newton", "CLARABEL"])
+def test_objective_matches_an_independent_cvxpy_formulation(activation, solver):
     theta, X, y = problem()
-    result = flattest_outer_weights(theta, X, y, activation)
+    result = flattest_outer_weights(theta, X, y, activation, solver=solver)
     assert result.flatness == pytest.approx(independent_cvxpy_optimum(theta, X, y, activation), rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["relu", "quadratic"])
+@pytest.mark.parametrize("noise_std", [0.0, 0.3])
+def test_fast_solver_agrees_with_clarabel(name, noise_std):
+    # Noiseless labels with the teacher among the directions make the p = 1 optimum degenerate.
+    model = sum_of_single_index(d=12, k=2, link="relu", noise_std=noise_std, seed=5)
+    X, y = model.sample(60, seed=6)
+    theta = torch.cat([model.theta_star, torch.randn(150, 12, generator=torch.Generator().manual_seed(7),
+                                                     dtype=torch.float64)])
+    fast = flattest_outer_weights(theta, X, y, name, solver="newton")
+    reference = flattest_outer_weights(theta, X, y, name, solver="CLARABEL")
+    assert fast.solver == "newton"
+    assert fast.flatness == pytest.approx(reference.flatness, rel=1e-6)
+    assert fast.residual <= 1e-8 * y.abs().max().item()
+    assert abs(fast.duality_gap) <= 1e-6
+
+
+def test_newton_falls_back_to_clarabel(monkeypatch):
+    import flatbook.flattest as flattest
+
+    theta, X, y = problem()
+    monkeypatch.setattr(flattest, "_lp_interior_point", lambda Phi, y, kappa: torch.zeros_like(y))
+    result = flattest_outer_weights(theta, X, y, "relu", solver="newton")
+    assert result.solver == "CLARABEL"
+    assert result.status == "optimal (Clarabel after Newton: the interior-point dual did not identify an optimal vertex)"
+    assert abs(result.duality_gap) <= 1e-6
+
+
+def test_auto_solver_choice():
+    theta, X, y = problem(n=15, m=40)
+    assert flattest_outer_weights(theta, X, y, "relu").solver == "CLARABEL"  # n m = 600 < NEWTON_MIN_SIZE
+    theta, X, y = problem(n=60, m=120)
+    assert flattest_outer_weights(theta, X, y, "relu").solver == "newton"
 
 
 def test_dual_bound_holds_for_every_interpolator_with_the_same_directions(activation):
@@ -91,7 +127,7 @@ def test_too_few_neurons():
 
 def test_quadratic_features_of_low_rank():
     theta, X, y = problem(n=30, m=60, d=5)
-    with pytest.raises(InfeasibleInterpolationError, match=r"rank 15 < n.*d\(d\+1\)/2 = 15"):
+    with pytest.raises(InfeasibleInterpolationError, match=r"rank 15 < n .*d\(d\+1\)/2 = 15"):
         flattest_outer_weights(theta, X, y, "quadratic")
 
 

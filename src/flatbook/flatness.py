@@ -67,8 +67,25 @@ def hessian_trace(net: TwoLayerNet, X, y) -> float:
     return float((A + B).sum())
 
 
+#: A negative B_j smaller than this fraction of max_k |B_k| is round-off (see :func:`_clean_curvature`).
+CURVATURE_ROUNDOFF = 1e-10
+
+
+def _clean_curvature(B):
+    """Set round-off negatives of B to 0.
+
+    At an interpolator B_j = a_j² T_j + a_j R_j, with R_j the residual term;
+    for a neuron with a tiny a_j the round-off residuals can make B_j slightly
+    negative.  Negative values with |B_j| ≤ ``CURVATURE_ROUNDOFF`` · max_k |B_k|
+    are taken as 0: the neuron adds nothing to Υ.
+    """
+    roundoff = (B < 0) & (B.abs() <= CURVATURE_ROUNDOFF * float(B.abs().max()))
+    return torch.where(roundoff, torch.zeros_like(B), B)
+
+
 def _orbit_minima(A, B, c):
     """Per-neuron inf_α A α^{2c} + B α^{-2}; raises if B_j < 0 (the infimum is −∞)."""
+    B = _clean_curvature(B)
     if (B < 0).any():
         j = int(torch.nonzero(B < 0)[0])
         raise UnboundedFlatnessError(
@@ -97,6 +114,7 @@ def optimal_rescaling(net: TwoLayerNet, X, y, rel_tol: float = 1e-13) -> torch.T
     A, B = trace_coefficients(net, X, y)
     c = net.activation.degree
     upsilon = float(_orbit_minima(A, B, c).sum())
+    B = _clean_curvature(B)
     budget = rel_tol * max(upsilon, torch.finfo(A.dtype).tiny) / net.width
     alpha = torch.ones_like(A)
     both = (A > 0) & (B > 0)

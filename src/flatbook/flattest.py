@@ -14,13 +14,27 @@ Its Lagrange dual (eq. ``eq-dual``) is, with v = Φᵀλ and q = p/(p−1),::
 and by weak duality any λ (any *feasible* λ when p = 1) gives a lower bound
 ``λᵀy − ...`` on Υ of every interpolator with these directions.
 
-The primal is solved with cvxpy + Clarabel, then polished and certified here:
-for p > 1 by a few Newton steps on the smooth dual (the primal point is
-ã_j = (p κ_j)^{1−q} sign(v_j) |v_j|^{q−1}, so interpolation holds to round-off at
-the dual optimum); for p = 1 by re-solving Φ_S ã_S = y on the support S and
-scaling λ into the dual-feasible set.  The result reports the interpolation
-residual and the duality gap, and a :class:`~flatbook.errors.SolverError` is
-raised if either misses its tolerance.
+Two solvers, both checked here against the same certificate:
+
+- ``solver="newton"`` (the default above a few thousand n·m): Newton's method on
+  the dual, which has only n variables.  For p > 1 the dual is smooth and
+  concave with Hessian −Φ D Φᵀ (D diagonal, n × n), so each step is one
+  O(n² m) product and an n × n Cholesky solve, a few large dense operations
+  that run at matrix-multiply speed on a CPU or GPU; the generic conic solvers
+  instead factor a KKT system of size n + 2m with the dense n × m block Φ.
+  The primal is read off the dual, ã_j = (p κ_j)^{1−q} sign(v_j) |v_j|^{q−1},
+  and interpolates to round-off at the dual optimum.  p = 1 is a linear
+  program: it is solved by continuation in p → 1 (each stage warm-started,
+  the smoothed dual acting like a barrier for |v_j| ≤ κ_j), then the optimal
+  vertex is identified from the n largest |v_j| / κ_j and solved exactly.
+- any cvxpy solver name (``"CLARABEL"``, ``"SCS"``, ...): the primal with cvxpy, then
+  polished with the same dual Newton steps (p > 1) or vertex solve (p = 1).
+
+The exact vertex pair for p = 1 (primal ã with Φ ã = y, dual λ with |Φᵀλ| ≤ κ
+and equal objectives) is a certificate of optimality.  Every result reports the
+interpolation residual and the duality gap; :class:`~flatbook.errors.SolverError`
+is raised if either misses its tolerance, after the Newton solver has fallen
+back to Clarabel.
 """
 
 from __future__ import annotations
@@ -54,6 +68,7 @@ class FlattestResult:
     residual: float            #: max_i |h(x_i) − y_i|
     duality_gap: float         #: (flatness − lower_bound) / flatness
     condition_number: float    #: σ_max(Φ) / σ_min(Φ) of the n×m feature matrix
+    solver: str                #: "newton" or the cvxpy solver that produced the solution
 
     @property
     def support_size(self) -> int:
@@ -75,61 +90,193 @@ def dual_objective(lam, Phi, y, kappa, p) -> float:
             raise FlatbookInputError("λ is not dual feasible (|Φᵀλ|_j > κ_j for some j).")
         return float(lam @ y)
     q = p / (p - 1.0)
-    return float(lam @ y - ((p * kappa) ** (1.0 - q) * v.abs() ** q).sum() / q)
+    w = v.abs() / (p * kappa)  # (p κ_j)^{1−q} |v_j|^q = p κ_j w_j^q
+    return float(lam @ y - (p * kappa * w**q).sum() / q)
 
 
 def _primal_from_dual(lam, Phi, kappa, p):
+    """ã_j = (p κ_j)^{1−q} sign(v_j) |v_j|^{q−1} = sign(v_j) w_j^{q−1}, w_j = |v_j| / (p κ_j)."""
     q = p / (p - 1.0)
     v = Phi.T @ lam
-    return (p * kappa) ** (1.0 - q) * torch.sign(v) * v.abs() ** (q - 1.0)
+    return torch.sign(v) * (v.abs() / (p * kappa)) ** (q - 1.0)
 
 
-def _newton_polish(lam, Phi, y, kappa, p, iters=30):
-    """Maximise the smooth concave dual (p > 1) by damped Newton steps from ``lam``."""
+def _dual_newton(lam, Phi, y, kappa, p, tol, max_iter=100):
+    """Maximise the smooth concave dual (p > 1) by Newton steps with backtracking, from ``lam``.
+
+    Aims at an interpolation residual ‖y − Φ ã(λ)‖_∞ = ‖∇g(λ)‖_∞ of at most
+    ``tol`` · ‖y‖_∞ and stops there, or when round-off stalls the line search.
+    Returns λ and the relative residual reached.
+    """
     q = p / (p - 1.0)
-    beta = (p * kappa) ** (1.0 - q)
+    scale = float(y.abs().max())
     g = dual_objective(lam, Phi, y, kappa, p)
-    for _ in range(iters):
+    eye = torch.eye(Phi.shape[0], dtype=Phi.dtype, device=Phi.device)
+    for _ in range(max_iter):
         v = Phi.T @ lam
-        grad = y - Phi @ _primal_from_dual(lam, Phi, kappa, p)
-        if float(grad.abs().max()) <= 1e-14 * float(y.abs().max()):
+        w = v.abs() / (p * kappa)
+        grad = y - Phi @ (torch.sign(v) * w ** (q - 1.0))
+        residual = float(grad.abs().max()) / scale
+        if residual <= tol:
             break
-        curvature = beta * (q - 1.0) * v.abs() ** (q - 2.0)
+        curvature = (q - 1.0) / (p * kappa) * w ** (q - 2.0)
         hess = (Phi * curvature) @ Phi.T
-        step = torch.linalg.lstsq(hess, grad[:, None]).solution[:, 0]
+        hess += 1e-13 * float(hess.diagonal().max()) * eye
+        factor, info = torch.linalg.cholesky_ex(hess)
+        if int(info) != 0:
+            break
+        step = torch.cholesky_solve(grad[:, None], factor)[:, 0]
+        slope = float(grad @ step)
         t = 1.0
-        while t > 1e-8:
+        while t > 1e-10:
             trial = lam + t * step
             g_trial = dual_objective(trial, Phi, y, kappa, p)
-            if g_trial >= g - 1e-15 * abs(g):
+            if g_trial >= g + 1e-4 * t * slope or (g_trial >= g and t < 1e-6):
                 lam, g = trial, g_trial
                 break
             t *= 0.5
         else:
+            break  # no ascent left: round-off
+    v = Phi.T @ lam
+    grad = y - Phi @ (torch.sign(v) * (v.abs() / (p * kappa)) ** (q - 1.0))
+    return lam, float(grad.abs().max()) / scale
+
+
+def _dual_start(Phi, y, kappa, p):
+    """λ = t y with the best t: g(t y) = t ‖y‖² − t^q C / q is maximised at t^{q−1} = ‖y‖² / C."""
+    q = p / (p - 1.0)
+    w = (Phi.T @ y).abs() / (p * kappa)
+    # C = Σ p κ_j w_j^q, computed in logs to stay finite for large q.
+    log_c = torch.logsumexp(torch.log(p * kappa) + q * torch.log(w.clamp_min(1e-300)), dim=0)
+    log_t = (torch.log(y @ y) - log_c) / (q - 1.0)
+    return torch.exp(log_t) * y
+
+
+def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80):
+    """Mehrotra's predictor-corrector method for the p = 1 program, on its normal equations.
+
+    With ã = x⁺ − x⁻, x± ≥ 0, the program is the standard-form LP
+    min κᵀ(x⁺ + x⁻) s.t. Φ(x⁺ − x⁻) = y, whose normal-equation matrix is
+    Φ diag(x⁺/s⁺ + x⁻/s⁻) Φᵀ: n × n, formed in O(n² m) and factored by Cholesky.
+    Returns the dual iterate λ (to be turned into an exact vertex).
+    """
+    n, m = Phi.shape
+    eye = torch.eye(n, dtype=Phi.dtype, device=Phi.device)
+    c = torch.cat([kappa, kappa])
+
+    def A(v):  # [Φ, −Φ] v
+        return Phi @ (v[:m] - v[m:])
+
+    def At(lam):  # [Φ, −Φ]ᵀ λ
+        u = Phi.T @ lam
+        return torch.cat([u, -u])
+
+    # Mehrotra's starting point: least-norm x, λ = 0 (A c = 0 here), shifted to the interior.
+    x_plus = Phi.T @ torch.linalg.solve(2.0 * (Phi @ Phi.T), y)
+    x = torch.cat([x_plus, -x_plus])
+    lam = torch.zeros(n, dtype=Phi.dtype, device=Phi.device)
+    s = c.clone()
+    x = x + max(-1.5 * float(x.min()), 0.0)
+    s = s + max(-1.5 * float(s.min()), 0.0)
+    xs = float(x @ s)
+    x, s = x + 0.5 * xs / float(s.sum()), s + 0.5 * xs / float(x.sum())
+    scale_b, scale_c = 1.0 + float(y.norm()), 1.0 + float(c.norm())
+
+    def max_step(v, dv):
+        negative = dv < 0
+        return min(1.0, float((-v[negative] / dv[negative]).min())) if bool(negative.any()) else 1.0
+
+    for _ in range(max_iter):
+        r_primal = y - A(x)
+        r_dual = c - At(lam) - s
+        mu = float(x @ s) / (2 * m)
+        if (float(r_primal.norm()) / scale_b < tol and float(r_dual.norm()) / scale_c < tol
+                and float(x @ s) / (1.0 + abs(float(c @ x))) < tol):
             break
+        D = x / s
+        normal = (Phi * (D[:m] + D[m:])) @ Phi.T
+        normal += 1e-14 * float(normal.diagonal().max()) * eye
+        factor, info = torch.linalg.cholesky_ex(normal)
+        if int(info) != 0:
+            break
+
+        def direction(r_comp):
+            rhs = r_primal - A(r_comp / s) + A(D * r_dual)
+            dlam = torch.cholesky_solve(rhs[:, None], factor)[:, 0]
+            ds = r_dual - At(dlam)
+            dx = r_comp / s - D * ds
+            return dx, dlam, ds
+
+        dx, dlam, ds = direction(-x * s)  # predictor (affine scaling)
+        a_p, a_d = max_step(x, dx), max_step(s, ds)
+        mu_aff = float((x + a_p * dx) @ (s + a_d * ds)) / (2 * m)
+        sigma = (mu_aff / mu) ** 3
+        dx, dlam, ds = direction(sigma * mu - x * s - dx * ds)  # corrector
+        a_p, a_d = 0.99 * max_step(x, dx), 0.99 * max_step(s, ds)
+        x, lam, s = x + a_p * dx, lam + a_d * dlam, s + a_d * ds
     return lam
 
 
-def _polish_l1(a, lam, Phi, y, kappa):
-    """Exact vertex and certificate for p = 1 from an interior-point solution.
+def _solve_newton(Phi, y, kappa, p, residual_tol):
+    """The fast solver: dual Newton for p > 1; an interior-point method and an exact vertex for p = 1.
+
+    Returns (ã, λ, status) with status "optimal" or the reason it failed.
+    """
+    if p > 1.0:
+        lam, residual = _dual_newton(_dual_start(Phi, y, kappa, p), Phi, y, kappa, p, 1e-3 * residual_tol)
+        status = "optimal" if residual <= residual_tol else f"dual Newton stalled at residual {residual:.1e}"
+        return _primal_from_dual(lam, Phi, kappa, p), lam, status
+    lam = _lp_interior_point(Phi, y, kappa)
+    vertex = _exact_vertex(lam, Phi, y, kappa)
+    if vertex is None:
+        return torch.zeros(Phi.shape[1], dtype=Phi.dtype, device=Phi.device), lam, \
+            "the interior-point dual did not identify an optimal vertex"
+    return vertex[0], vertex[1], "optimal"
+
+
+def _exact_vertex(lam, Phi, y, kappa, tight_tol=1e-6):
+    """The optimal vertex of the p = 1 program identified from an approximate dual λ, or None.
 
     Complementary slackness: ã_j ≠ 0 only where the dual constraint is tight,
     |v_j| = κ_j with v = Φᵀλ.  A non-degenerate optimum is a vertex with n
     tight constraints, so take S = the n largest |v_j|/κ_j, solve Φ_S ã_S = y
     and Φ_Sᵀ λ = κ_S sign(v_S).  If the signs agree and λ is feasible, (ã, λ)
-    is an exact primal-dual pair (zero gap).  Otherwise keep the solver's ã,
-    project it onto Φ ã = y, and scale λ into the dual-feasible set.
+    is an exact primal-dual pair with zero gap.  A degenerate optimum (fewer
+    than n non-zero weights, e.g. noiseless labels that a few neurons fit) has
+    fewer tight constraints T = {|v_j| ≥ (1 − tight_tol) κ_j}: then ã solves
+    Φ_T ã_T = y exactly and λ, scaled into the feasible set, certifies it up to
+    the accuracy of λ.
     """
     n = Phi.shape[0]
     v = Phi.T @ lam
-    S = torch.topk(v.abs() / kappa, n).indices
-    a_S = torch.linalg.solve(Phi[:, S], y)
-    lam_S = torch.linalg.solve(Phi[:, S].T, kappa[S] * torch.sign(v[S]))
-    signs_agree = bool((a_S * v[S] >= 0).all())
-    if signs_agree and bool(((Phi.T @ lam_S).abs() <= kappa * (1 + 1e-12)).all()):
-        a = torch.zeros_like(a)
-        a[S] = a_S
-        return a, lam_S
+    ratio = v.abs() / kappa
+    a = torch.zeros(Phi.shape[1], dtype=Phi.dtype, device=Phi.device)
+    S = torch.topk(ratio, n).indices
+    try:
+        a_S = torch.linalg.solve(Phi[:, S], y)
+        lam_S = torch.linalg.solve(Phi[:, S].T, kappa[S] * torch.sign(v[S]))
+        primal, dual = float((kappa[S] * a_S.abs()).sum()), float(lam_S @ y)
+        if (bool((a_S * v[S] >= 0).all()) and bool(((Phi.T @ lam_S).abs() <= kappa * (1 + 1e-12)).all())
+                and abs(primal - dual) <= 1e-9 * primal):
+            a[S] = a_S
+            return a, lam_S
+    except RuntimeError:  # singular Φ_S: a degenerate vertex
+        pass
+    T = ratio >= (1.0 - tight_tol) * float(ratio.max())
+    if int(T.sum()) < n:
+        a_T = torch.linalg.lstsq(Phi[:, T], y[:, None]).solution[:, 0]
+        if float((Phi[:, T] @ a_T - y).abs().max()) <= 1e-12 * float(y.abs().max()) and \
+                bool((a_T * v[T] >= 0).all()):
+            a[T] = a_T
+            return a, lam / max(1.0, float(ratio.max()))
+    return None
+
+
+def _polish_l1(a, lam, Phi, y, kappa):
+    """Exact vertex from an interior-point solution, else project ã onto Φ ã = y and scale λ feasible."""
+    vertex = _exact_vertex(lam, Phi, y, kappa)
+    if vertex is not None:
+        return vertex
     a = a + Phi.T @ torch.linalg.solve(Phi @ Phi.T, y - Phi @ a)
     violation = float(((Phi.T @ lam).abs() / kappa).max())
     return a, lam / max(1.0, violation)
@@ -166,17 +313,46 @@ def _solve_cvxpy(Phi, y, kappa, p, solver, solver_options):
     return a_val, lam, problem.status
 
 
-def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "CLARABEL",
+#: ``solver="auto"`` uses the Newton solver when n·m is at least this (bench/bench_flattest.py).
+NEWTON_MIN_SIZE = 5_000
+
+
+def _check_rank(Phi, activation, d):
+    """Raise if Φ (n × m) has numerical rank below n; return its condition number σ_max / σ_min.
+
+    Uses the eigenvalues of Φ Φᵀ (n × n): a singular value below 1e-7 σ_max
+    counts as zero, which also rejects systems too ill-conditioned to
+    interpolate to the requested accuracy.
+    """
+    n, m = Phi.shape
+    eig = torch.linalg.eigvalsh(Phi @ Phi.T).clamp_min(0.0)
+    rank = int((eig > 1e-14 * float(eig[-1])).sum())
+    if rank < n:
+        hint = ""
+        if activation.name == "quadratic":
+            hint = (f" Quadratic features σ(⟨u, x⟩) = uᵀ x xᵀ u span at most d(d+1)/2 = "
+                    f"{d * (d + 1) // 2} dimensions, so they cannot interpolate more samples than that.")
+        raise InfeasibleInterpolationError(
+            f"the feature matrix Φ (n={n}, m={m}) has rank {rank} < n (singular values below "
+            f"1e-7 σ_max count as zero), so generic labels cannot be interpolated.{hint} "
+            "Use fewer samples, a larger input dimension or other directions."
+        )
+    return float(torch.sqrt(eig[-1] / eig[0]))
+
+
+def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "auto",
                            solver_options: dict | None = None, residual_tol: float = 1e-8,
                            gap_tol: float = 1e-6) -> FlattestResult:
     """The outer weights minimising Υ among all interpolators with the inner directions of ``theta``.
 
     ``theta`` (m, d) may have rows of any (non-zero) norm; by the symmetry only
     directions matter.  Needs m ≥ n and a feature matrix Φ of rank n.
-    Raises :class:`InfeasibleInterpolationError` if no interpolator exists and
-    :class:`SolverError` if the solution cannot be certified to
-    ``residual_tol`` (relative to max|y|) and ``gap_tol`` (relative duality gap).
-    ``solver`` and ``solver_options`` are passed to ``cvxpy.Problem.solve``.
+    ``solver`` is ``"auto"`` (Newton above :data:`NEWTON_MIN_SIZE`, else Clarabel),
+    ``"newton"``, or a cvxpy solver name, with ``solver_options`` passed to
+    ``cvxpy.Problem.solve``.  Raises :class:`InfeasibleInterpolationError` if no
+    interpolator exists and :class:`SolverError` if the solution cannot be
+    certified to ``residual_tol`` (relative to max|y|) and ``gap_tol``
+    (relative duality gap); the Newton solver first falls back to Clarabel.
     """
     activation = get_activation(activation)
     theta = as_tensor(theta, "theta", ndim=2)
@@ -192,31 +368,28 @@ def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "CLA
         raise FlatbookInputError("y is identically zero; the flattest interpolator is a = 0.")
     kappa = flatness_weights(theta, X, activation)
     Phi = feature_matrix(theta, X, activation)
-    singular_values = torch.linalg.svdvals(Phi)
-    rank_tol = max(n, m) * torch.finfo(Phi.dtype).eps * float(singular_values[0])
-    rank = int((singular_values > rank_tol).sum())
-    if rank < n:
-        hint = ""
-        if activation.degree == 2.0 and activation.name == "quadratic":
-            d = X.shape[1]
-            hint = (f" Quadratic features σ(⟨u, x⟩) = uᵀ x xᵀ u span at most d(d+1)/2 = "
-                    f"{d * (d + 1) // 2} dimensions, so they cannot interpolate more samples than that.")
-        raise InfeasibleInterpolationError(
-            f"the feature matrix Φ (n={n}, m={m}) has rank {rank} < n, so generic labels cannot be "
-            f"interpolated.{hint} Use fewer samples, a larger input dimension or other directions."
-        )
-    condition = float(singular_values[0] / singular_values[n - 1])
+    condition = _check_rank(Phi, activation, X.shape[1])
     p = activation.p
     active = kappa > 0  # κ_j = 0 exactly when neuron j is silent on every sample
-    a_eff = torch.zeros(m, dtype=Phi.dtype, device=Phi.device)
-    a_act, lam, status = _solve_cvxpy(Phi[:, active], y, kappa[active], p, solver,
-                                         solver_options or {})
     Phi_a, kappa_a = Phi[:, active], kappa[active]
-    if p == 1.0:
-        a_act, lam = _polish_l1(a_act, lam, Phi_a, y, kappa_a)
-    else:
-        lam = _newton_polish(lam, Phi_a, y, kappa_a, p)
-        a_act = _primal_from_dual(lam, Phi_a, kappa_a, p)
+    if solver == "auto":
+        solver = "newton" if n * m >= NEWTON_MIN_SIZE else "CLARABEL"
+    status, fallback = None, ""
+    if solver == "newton":
+        a_act, lam, newton_status = _solve_newton(Phi_a, y, kappa_a, p, residual_tol)
+        if newton_status == "optimal":
+            status = "optimal"
+        else:
+            solver, fallback = "CLARABEL", f" (Clarabel after Newton: {newton_status})"
+    if status is None:
+        a_act, lam, cvx_status = _solve_cvxpy(Phi_a, y, kappa_a, p, solver, solver_options or {})
+        if p == 1.0:
+            a_act, lam = _polish_l1(a_act, lam, Phi_a, y, kappa_a)
+        else:
+            lam, _ = _dual_newton(lam, Phi_a, y, kappa_a, p, 1e-3 * residual_tol, max_iter=30)
+            a_act = _primal_from_dual(lam, Phi_a, kappa_a, p)
+        status = ("optimal" if cvx_status == "optimal" else f"optimal (polished from {cvx_status})") + fallback
+    a_eff = torch.zeros(m, dtype=Phi.dtype, device=Phi.device)
     a_eff[active] = a_act
     flatness = float(orbit_flatness(a_eff, kappa, p))
     lower_bound = dual_objective(lam, Phi_a, y, kappa_a, p)
@@ -232,7 +405,7 @@ def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "CLA
     a = a_eff / torch.linalg.vector_norm(theta, dim=1) ** activation.degree
     return FlattestResult(
         a=a, net=TwoLayerNet(a, theta, activation), flatness=flatness, dual=lam,
-        lower_bound=lower_bound, status="optimal" if status == "optimal" else f"optimal (polished from {status})",
+        lower_bound=lower_bound, status=status, solver=solver,
         effective_a=a_eff, kappa=kappa, p=p, residual=residual, duality_gap=gap,
         condition_number=condition,
     )
