@@ -65,3 +65,45 @@ def test_plots_return_figures(paradox, dual):
     for fig in figures:
         assert isinstance(fig, Figure)
         assert all(ax.has_data() for ax in fig.axes)
+
+
+def test_bad_interpolators_tables():
+    from flatbook.experiments import bad_interpolators
+
+    config = bad_interpolators.CONFIGS["smoke"]
+    tables = bad_interpolators.run(config)
+    for row in tables["runs"] + tables["regime"] + tables["noise"]:
+        assert row["upsilon"] >= row["best_upsilon"]
+        assert row["residual"] <= 1e-8 * row["max_abs_y"]
+        if row["method"] == "bad":
+            assert row["weighted_alignment"] == pytest.approx(row["rho"], abs=1e-9)
+    assert {(r["activation"], r["rho"]) for r in tables["slopes"]} == {
+        (a, rho) for a in config.activations for rho in config.bad_alignments}
+    for row in tables["slopes"]:
+        assert row["low"] <= row["slope"] <= row["high"]
+    for fig in (bad_interpolators.plot_gap(tables), bad_interpolators.plot_losses(tables),
+                bad_interpolators.plot_regime(tables)):
+        assert isinstance(fig, Figure) and all(ax.has_data() for ax in fig.axes)
+
+
+def test_flattest_generalise_tables():
+    from flatbook.experiments import flattest_generalise
+
+    config = flattest_generalise.CONFIGS["smoke"]
+    tables = flattest_generalise.run(config)
+    conditions = list(flattest_generalise.CONDITIONS)
+    assert [r["condition"] for r in tables["rates"]] == conditions
+    for condition in conditions:
+        for n in config.n_grid:
+            for s in range(config.seeds):
+                point = [r for r in tables["runs"] if r["condition"] == condition and r["n"] == n
+                         and r["seed"] == config.seed + 100 * s]
+                assert sum(r["flattest"] for r in point) >= 1
+                assert min(r["upsilon"] for r in point) == next(r["upsilon"] for r in point if r["flattest"])
+    # The noise variance follows τ₀² (n / n₀)^{−ε₂}.
+    vanishing = {r["n"]: r["noise_variance"] for r in tables["runs"] if r["condition"] == "vanishing noise"}
+    assert vanishing[config.n_grid[1]] == pytest.approx(vanishing[config.n_grid[0]] * config.n_grid[0] / config.n_grid[1])
+    assert flattest_generalise.predicted_rate("slowly vanishing noise") == -0.25
+    assert flattest_generalise.predicted_rate("multi-index") == 0.0
+    for fig in (flattest_generalise.plot_excess_loss(tables), flattest_generalise.plot_balancedness(tables)):
+        assert isinstance(fig, Figure) and all(ax.has_data() for ax in fig.axes)

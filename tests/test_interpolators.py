@@ -6,7 +6,8 @@ from flatbook.data import random_orthonormal, single_index
 from flatbook.errors import FlatbookInputError
 from flatbook.flatness import flatness_weights, orbit_flatness, population_flatness_weight
 from flatbook.flattest import other_interpolators
-from flatbook.interpolators import (directions_with_alignment, orthogonal_directions, random_directions,
+from flatbook.interpolators import (alignment_projector, directions_with_alignment, orthogonal_directions,
+                                    random_directions,
                                     teacher_and_random_directions)
 
 
@@ -73,3 +74,14 @@ def test_other_interpolators_interpolate_and_respect_the_bound():
         assert (orbit_flatness(others, result.kappa, result.p) >= result.lower_bound * (1 - 1e-12)).all()
         with pytest.raises(FlatbookInputError, match="spread must be"):
             other_interpolators(result, X, 5, spread=[1.0, 2.0])
+
+
+def test_alignment_projector():
+    theta_star = random_orthonormal(2, 8, seed=0)
+    directions = random_directions(30, 8, seed=1)
+    for rho in (0.0, 0.4, 1.0):
+        projected = alignment_projector(theta_star, rho)(directions)
+        net = TwoLayerNet(torch.ones(30), projected, "relu")
+        torch.testing.assert_close(net.alignment(theta_star), torch.full((30,), rho, dtype=torch.float64),
+                                   atol=1e-12, rtol=0)
+        torch.testing.assert_close(projected.norm(dim=1), torch.ones(30, dtype=torch.float64))

@@ -66,3 +66,25 @@ def random_directions(m: int, d: int, seed: int = 0) -> torch.Tensor:
         raise FlatbookInputError(f"m and d must be positive ints, got m={m!r}, d={d!r}.")
     gen = torch.Generator().manual_seed(seed)
     return _unit_rows(torch.randn(m, d, generator=gen, dtype=DTYPE)).to(default_device())
+
+
+def alignment_projector(theta_star, rho: float):
+    """The map that sends each direction u to the nearest-in-spirit direction with alignment exactly ρ:
+    u ↦ ρ P u/‖P u‖ + sqrt(1 − ρ²) P⊥u/‖P⊥u‖, P the projection onto span(Θ*).
+
+    Used to keep a search inside the class of misaligned (*bad*) interpolators.
+    """
+    theta_star = as_tensor(theta_star, "theta_star", ndim=2)
+    if not (0.0 <= rho <= 1.0):
+        raise FlatbookInputError(f"rho must lie in [0, 1], got {rho!r}.")
+    basis = torch.linalg.qr(theta_star.T).Q
+
+    def project(directions: torch.Tensor) -> torch.Tensor:
+        inside = (directions @ basis) @ basis.T
+        outside = directions - inside
+        parts = math.sqrt(1.0 - rho**2) * _unit_rows(outside)
+        if rho > 0:
+            parts = parts + rho * _unit_rows(inside)
+        return parts
+
+    return project

@@ -1,0 +1,199 @@
+"""Chapter 3: misaligned interpolators stay sharper than the flattest, by a factor growing with n.
+
+For each activation, sample size n on a geometric grid and seed: a
+single-index teacher with that link, then
+
+- the best flatness found for the data, Υ_best: the minimum over a dictionary
+  of random directions plus the teacher direction, a direct search started
+  from random directions (:mod:`flatbook.search`), and the bad interpolators
+  below (so Υ_bad / Υ_best ≥ 1 by construction);
+- the flattest *bad* interpolator found: flattest outer weights (then the
+  optimal rescaling) for m directions all with alignment exactly ρ to the
+  teacher, for each ρ in ``bad_alignments`` (ρ = 0: orthogonal to the
+  teacher), improved by a direct search that keeps every direction at
+  alignment ρ; the smaller Υ of the two counts.
+
+Every method runs at every n, so the slopes compare like with like.
+
+Tables: ``runs`` (one row per activation, n, seed and method, with Υ and the
+population loss), ``slopes`` (the log-log slope of Υ_bad/Υ_best against n per
+activation and ρ, mean and 95 % interval across seeds, beside c/(c+1)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .. import get_activation
+from ..data import single_index
+from ..interpolators import alignment_projector, directions_with_alignment, random_directions
+from ..search import dictionary_search, direct_search, interpolator_report
+from ..stats import loglog_slope, mean_interval
+from ..style import DISPLAY_NAME, ROLE, book_style, legend_below, new_figure, no_minor_labels
+
+
+@dataclass(frozen=True)
+class Config:
+    activations: tuple = ("relu", "leaky_relu", "quadratic")
+    d: int = 40
+    n_grid: tuple = (40, 80, 160, 320)
+    seeds: int = 3
+    width_factor: int = 2
+    noise_std: float = 0.0
+    bad_alignments: tuple = (0.0, 0.5)
+    search_steps: int = 6
+    n_test: int = 20_000
+    seed: int = 0
+    #: the quadratic again at a smaller d, to compare regimes n / (d(d-1)/2)
+    regime_d: int = 20
+    regime_n_grid: tuple = (20, 40, 80, 160)
+    #: the ReLU again with label noise
+    noise_sweep_std: float = 0.1
+
+
+CONFIGS = {
+    "smoke": Config(activations=("relu", "quadratic"), d=12, n_grid=(20, 40), seeds=2, search_steps=2,
+                    n_test=2_000, regime_d=10, regime_n_grid=(10, 20)),
+    "book": Config(),
+    "paper": Config(d=100, n_grid=(100, 200, 400, 800, 1600, 3200), seeds=5, search_steps=20, n_test=200_000,
+                    regime_d=50, regime_n_grid=(100, 200, 400, 800)),
+}
+
+
+def _point(config, name, n, seed):
+    """All interpolators for one (activation, n, seed)."""
+    activation = get_activation(name)
+    teacher = single_index(config.d, link=name, noise_std=config.noise_std, seed=seed)
+    X, y = teacher.sample(n, seed=seed + 1000)
+    m = config.width_factor * n
+    start = random_directions(m, config.d, seed=seed + 1)
+    searches = [dictionary_search(X, y, activation, m - 1, seed=seed + 1, extra_directions=teacher.theta_star),
+                direct_search(X, y, activation, start, steps=config.search_steps)]
+    rows = [{"method": search.method, "rho": float("nan"),
+             **interpolator_report(search.solution, X, y, teacher, n_test=config.n_test)} for search in searches]
+    for rho in config.bad_alignments:
+        bad_start = directions_with_alignment(teacher.theta_star, m, rho, seed=seed + 2)
+        bad = direct_search(X, y, activation, bad_start, steps=config.search_steps,
+                            constraint=alignment_projector(teacher.theta_star, rho))
+        rows.append({"method": "bad", "rho": rho, "bad_dictionary_upsilon": bad.history[0],
+                     **interpolator_report(bad.solution, X, y, teacher, n_test=config.n_test)})
+    best = min(r["upsilon"] for r in rows)  # the flattest interpolator found, whatever its alignment
+    bad_dimension = (config.d - 1) * config.d // 2  # quadratic forms on the complement of θ*
+    return [{"activation": name, "c": activation.degree, "d": config.d, "n": n, "m": m, "seed": seed,
+             "noise_std": config.noise_std, "best_upsilon": best, "bad_dimension": bad_dimension, **row}
+            for row in rows]
+
+
+def _sweep(config: Config) -> list[dict]:
+    return [row for name in config.activations for n in config.n_grid for s in range(config.seeds)
+            for row in _point(config, name, n, config.seed + 100 * s)]
+
+
+def run(config: Config) -> dict[str, list[dict]]:
+    """The main sweep and its slopes; the quadratic at a second d; the ReLU with label noise."""
+    runs = _sweep(config)
+    regime_config = replace(config, activations=("quadratic",), d=config.regime_d,
+                            n_grid=config.regime_n_grid, bad_alignments=(0.0,))
+    noise_config = replace(config, activations=("relu",), noise_std=config.noise_sweep_std, bad_alignments=(0.0,))
+    noise_runs = _sweep(noise_config)
+    return {"runs": runs, "slopes": slopes(runs, config), "regime": _sweep(regime_config),
+            "noise": noise_runs, "noise_slopes": slopes(noise_runs, noise_config)}
+
+
+def slopes(runs: list[dict], config: Config) -> list[dict]:
+    """Per activation and ρ: slope of log(Υ_bad/Υ_best) on log n for each seed, then mean ± interval."""
+    rows = []
+    for name in config.activations:
+        c = get_activation(name).degree
+        for rho in config.bad_alignments:
+            per_seed = []
+            for s in range(config.seeds):
+                sel = [r for r in runs if r["activation"] == name and r["method"] == "bad" and r["rho"] == rho
+                       and r["seed"] == config.seed + 100 * s]
+                per_seed.append(loglog_slope([r["n"] for r in sel], [r["upsilon"] / r["best_upsilon"] for r in sel]))
+            mean, low, high = mean_interval(per_seed)
+            rows.append({"activation": name, "rho": rho, "slope": mean, "low": low, "high": high,
+                         "theory": c / (c + 1)})
+    return rows
+
+
+def plot_gap(tables: dict) -> "matplotlib.figure.Figure":
+    """Υ_bad / Υ_best against n (log-log) per activation, with the n^{c/(c+1)} rate of the theory."""
+    runs, slope_rows = tables["runs"], tables["slopes"]
+    names = list(dict.fromkeys(r["activation"] for r in runs))
+    fig, axes = new_figure(ncols=len(names), height=3.2, sharey=True)
+    with book_style():
+        for ax, name in zip(axes, names):
+            c = next(r["c"] for r in runs if r["activation"] == name)
+            notes = []
+            for rho, marker in zip(sorted({r["rho"] for r in runs if r["method"] == "bad"}), "os^"):
+                sel = [r for r in runs if r["activation"] == name and r["method"] == "bad" and r["rho"] == rho]
+                ns = sorted({r["n"] for r in sel})
+                ratios = [[r["upsilon"] / r["best_upsilon"] for r in sel if r["n"] == n] for n in ns]
+                slope = next(s for s in slope_rows if s["activation"] == name and s["rho"] == rho)
+                ax.plot([n for n, rs in zip(ns, ratios) for _ in rs], [v for rs in ratios for v in rs], marker,
+                        color=ROLE["bad"], alpha=0.35 + 0.5 * (rho == 0), mfc="none")
+                ax.plot(ns, [np.exp(np.mean(np.log(rs))) for rs in ratios], "-", marker=marker,
+                        color=ROLE["bad"], alpha=0.35 + 0.5 * (rho == 0),
+                        label=f"bad, $\\rho = {rho:g}$")
+                notes.append(f"$\\rho = {rho:g}$: slope {slope['slope']:.2f}")
+            ns = np.array(sorted({r["n"] for r in runs}), dtype=float)
+            first = np.exp(np.mean([np.log(r["upsilon"] / r["best_upsilon"]) for r in runs
+                                    if r["activation"] == name and r["method"] == "bad" and r["rho"] == 0
+                                    and r["n"] == ns[0]]))
+            ax.plot(ns, first * (ns / ns[0]) ** (c / (c + 1)), "--", color=ROLE["bound"],
+                    label=r"theory $n^{c/(c+1)}$")
+            notes.append(f"theory: {c / (c + 1):.2f}")
+            ax.text(0.97, 0.04, "\n".join(notes), transform=ax.transAxes, ha="right", va="bottom", fontsize=8)
+            ax.set(xscale="log", yscale="log", xlabel="samples $n$", title=DISPLAY_NAME[name])
+        axes[0].set_ylabel(r"$\Upsilon_{\rm bad} / \Upsilon_{\rm best}$")
+        legend_below(fig, axes, ncol=3)
+        no_minor_labels(*axes)
+    return fig
+
+
+def plot_losses(tables: dict) -> "matplotlib.figure.Figure":
+    """Population loss of the bad and the flattest-found interpolators against n."""
+    runs = tables["runs"]
+    names = list(dict.fromkeys(r["activation"] for r in runs))
+    fig, axes = new_figure(ncols=len(names), height=3.0)
+    with book_style():
+        for ax, name in zip(axes, names):
+            for label, select, colour in (
+                ("flattest found", lambda r: r["upsilon"] == r["best_upsilon"], ROLE["good"]),
+                (r"bad, $\rho = 0$", lambda r: r["method"] == "bad" and r["rho"] == 0, ROLE["bad"]),
+            ):
+                sel = [r for r in runs if r["activation"] == name and select(r)]
+                ns = sorted({r["n"] for r in sel})
+                ax.plot(ns, [np.mean([r["population_loss"] for r in sel if r["n"] == n]) for n in ns], "o-",
+                        color=colour, label=label)
+            ax.set(xscale="log", xlabel="samples $n$", title=DISPLAY_NAME[name], ylim=(0, None))
+        axes[0].set_ylabel("population loss $F(w)$")
+        legend_below(fig, axes, ncol=2)
+        no_minor_labels(*axes)
+    return fig
+
+
+def plot_regime(tables: dict) -> "matplotlib.figure.Figure":
+    """Quadratic: Υ_bad / Υ_best against n / (d(d−1)/2), the share of the quadratic forms on Θ*⊥ used."""
+    fig, axes = new_figure(height=3.0)
+    ax = axes[0]
+    with book_style():
+        for rows, marker in ((tables["runs"], "o"), (tables["regime"], "s")):
+            sel = [r for r in rows if r["activation"] == "quadratic" and r["method"] == "bad" and r["rho"] == 0]
+            if not sel:
+                continue
+            ns = sorted({r["n"] for r in sel})
+            dim = sel[0]["bad_dimension"]
+            ax.plot([n / dim for n in ns],
+                    [np.exp(np.mean([np.log(r["upsilon"] / r["best_upsilon"]) for r in sel if r["n"] == n])) for n in ns],
+                    "-", marker=marker, color=ROLE["quadratic"], alpha=1.0 if marker == "o" else 0.55,
+                    label=f"$d = {sel[0]['d']}$, $d(d-1)/2 = {dim}$")
+        ax.set(xscale="log", xlabel=r"$n \,/\, (d(d-1)/2)$", ylim=(0, None),
+               ylabel=r"$\Upsilon_{\rm bad} / \Upsilon_{\rm best}$ (quadratic, $\rho = 0$)")
+        ax.axhline(1.0, color=ROLE["bound"], lw=0.8, ls=":")
+        ax.legend()
+        no_minor_labels(ax)
+    return fig

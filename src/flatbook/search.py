@@ -1,0 +1,133 @@
+"""Searching for the flattest interpolator over all inner directions (book, chapters 3 and 4).
+
+For fixed directions the flattest interpolator is a convex program
+(:func:`flatbook.flattest_outer_weights`); over directions it is not.  Two
+searches, both returning certified interpolators:
+
+- :func:`dictionary_search`: many candidate directions (random, plus any the
+  reader adds, e.g. the teacher's), one convex program over their outer
+  weights: the program picks the useful directions itself.
+- :func:`direct_search`: moves the directions too.  With V(U) = Υ*(U) the
+  optimal value of the convex program for directions U, Danskin's theorem gives
+  ∇V(U) = ∂_U L(ã*, λ*; U) for the Lagrangian
+  L = Σ_j κ_j(U) |ã_j|^p + λᵀ(y − Φ(U) ã) at the primal-dual solution (ã*, λ*).
+  Each step moves the directions along −∇V on the unit sphere and re-solves
+  the program, so every iterate is an exact interpolator; a step that does not
+  lower Υ is halved (backtracking).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .activations import get_activation
+from .backend import as_tensor, check_data
+from .data import MultiIndexModel, population_loss
+from .errors import FlatbookInputError
+from .flattest import FlattestResult, flattest_outer_weights
+from .interpolators import random_directions
+
+
+@dataclass
+class SearchResult:
+    """A flattest-interpolator search: the best solution and how it was found."""
+
+    method: str
+    solution: FlattestResult
+    history: list[float] = field(default_factory=list)  #: Υ after each accepted step (direct search)
+
+    @property
+    def upsilon(self) -> float:
+        return self.solution.flatness
+
+
+def interpolator_report(solution: FlattestResult, X, y, teacher: MultiIndexModel | None = None,
+                        n_test: int = 100_000, seed: int = 12345) -> dict:
+    """Υ, interpolation residual, alignment of the neurons carrying the weight and population loss.
+
+    The weighted alignment is Σ_j |ã_j| ρ_j / Σ_j |ã_j|.
+    """
+    X, y = check_data(X, y)
+    a = solution.effective_a.abs()
+    report = {"upsilon": solution.flatness, "residual": solution.residual,
+              "max_abs_y": float(y.abs().max()), "support": solution.support_size}
+    if teacher is not None:
+        rho = solution.net.alignment(teacher.theta_star)
+        loss = population_loss(solution.net, teacher, n_test=n_test, seed=seed)
+        report.update(weighted_alignment=float((a * rho).sum() / a.sum()),
+                      population_loss=loss.value, population_loss_stderr=loss.stderr,
+                      excess_loss=loss.excess)
+    return report
+
+
+def dictionary_search(X, y, activation, n_random: int, seed: int = 0,
+                      extra_directions=None) -> SearchResult:
+    """Flattest interpolator over ``n_random`` random directions plus ``extra_directions``."""
+    X, y = check_data(X, y)
+    directions = random_directions(n_random, X.shape[1], seed=seed).to(X.device)
+    if extra_directions is not None:
+        extra = as_tensor(extra_directions, "extra_directions", ndim=2, device=X.device)
+        directions = torch.cat([extra / extra.norm(dim=1, keepdim=True), directions])
+    method = "dictionary" if extra_directions is None else "dictionary + extra directions"
+    return SearchResult(method, flattest_outer_weights(directions, X, y, activation))
+
+
+def _lagrangian_gradient(directions, solution, X, y, activation):
+    """∂_U of Σ κ_j(U)|ã_j|^p − λᵀΦ(U)ã at fixed (ã, λ), projected on the spheres' tangent spaces."""
+    U = directions.detach().clone().requires_grad_(True)
+    u = U / U.norm(dim=1, keepdim=True)
+    n, c, p = X.shape[0], activation.degree, activation.p
+    z = X @ u.T
+    S = 2.0 / n * (activation(z) ** 2).sum(0)
+    T = 2.0 / n * ((X * X).sum(1) @ activation.derivative(z) ** 2)
+    kappa = (c + 1.0) * c ** (-c / (c + 1.0)) * S ** (1.0 / (c + 1.0)) * T ** (c / (c + 1.0))
+    a, lam = solution.effective_a, solution.dual
+    lagrangian = (kappa * a.abs() ** p).sum() - lam @ (activation(z) @ a)
+    (grad,) = torch.autograd.grad(lagrangian, U)
+    return grad - (grad * directions).sum(1, keepdim=True) * directions
+
+
+def direct_search(X, y, activation, start_directions, steps: int = 30, angle: float = 0.2,
+                  min_angle: float = 1e-4, constraint=None) -> SearchResult:
+    """Lower Υ over inner directions and outer weights together, every iterate an exact interpolator.
+
+    Starts from ``start_directions`` (m, d); each step rotates every direction
+    by at most ``angle`` radians along the negative envelope gradient, re-solves
+    the convex program, and accepts the step only if Υ went down (else halves
+    ``angle``, stopping below ``min_angle``).  ``constraint``, if given, maps
+    directions back into a class after each step (e.g.
+    :func:`flatbook.interpolators.alignment_projector` keeps them misaligned).
+    """
+    activation = get_activation(activation)
+    X, y = check_data(X, y)
+    directions = as_tensor(start_directions, "start_directions", ndim=2, device=X.device)
+    directions = directions / directions.norm(dim=1, keepdim=True)
+    if constraint is not None:
+        directions = constraint(directions)
+    if steps < 0 or not (0 < min_angle <= angle):
+        raise FlatbookInputError("need steps >= 0 and 0 < min_angle <= angle.")
+    solution = flattest_outer_weights(directions, X, y, activation)
+    history = [solution.flatness]
+    for _ in range(steps):
+        grad = _lagrangian_gradient(directions, solution, X, y, activation)
+        largest = float(grad.norm(dim=1).max())
+        if largest == 0.0:
+            break
+        while angle >= min_angle:
+            moved = directions - (angle / largest) * grad
+            moved = moved / moved.norm(dim=1, keepdim=True)
+            if constraint is not None:
+                moved = constraint(moved)
+            trial = flattest_outer_weights(moved, X, y, activation)
+            if trial.flatness < solution.flatness:
+                directions, solution = moved, trial
+                history.append(solution.flatness)
+                angle *= 1.5
+                break
+            angle /= 2.0
+        else:
+            break
+    return SearchResult("direct search" if constraint is None else "constrained direct search",
+                        solution, history)
