@@ -14,6 +14,15 @@ ACTIVATION_CASES = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path, monkeypatch):
+    """Every test gets its own empty experiment cache and runs sequentially unless it says otherwise."""
+    monkeypatch.setenv("FLATBOOK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("FLATBOOK_JOBS", raising=False)
+    monkeypatch.delenv("FLATBOOK_BACKEND", raising=False)
+    return tmp_path / "cache"
+
+
 @pytest.fixture(params=ACTIVATION_CASES, ids=lambda case: f"{case[0]}{case[1] or ''}")
 def activation(request):
     name, params = request.param
@@ -23,6 +32,9 @@ def activation(request):
 def random_problem(activation, n=9, m=7, d=4, seed=0):
     """A random network and data set (not an interpolator)."""
     gen = torch.Generator().manual_seed(seed)
-    randn = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
     net = TwoLayerNet(randn(m), randn(m, d), activation)
     return net, randn(n, d), randn(n)

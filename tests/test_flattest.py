@@ -4,8 +4,8 @@ import pytest
 import scipy.linalg
 import torch
 
-from flatbook import TwoLayerNet, flattest_outer_weights, get_activation, min_flatness
-from flatbook.data import single_index, sum_of_single_index
+from flatbook import TwoLayerNet, flattest_outer_weights, min_flatness
+from flatbook.data import sum_of_single_index
 from flatbook.errors import FlatbookInputError, InfeasibleInterpolationError, SolverError
 
 
@@ -90,6 +90,7 @@ def test_newton_falls_back_to_clarabel(monkeypatch):
 def test_auto_solver_choice():
     theta, X, y = problem(n=15, m=40)
     assert flattest_outer_weights(theta, X, y, "relu").solver == "CLARABEL"  # n m = 600 < NEWTON_MIN_SIZE
+    assert flattest_outer_weights(theta, X, y, "quadratic").solver == "newton"  # p > 1: always the fast one
     theta, X, y = problem(n=60, m=120)
     assert flattest_outer_weights(theta, X, y, "relu").solver == "newton"
 

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from flatbook import get_activation
-from flatbook.data import single_index, sum_of_single_index
+from flatbook.data import sum_of_single_index
 from flatbook.errors import FlatbookInputError
 from flatbook.interpolators import alignment_projector, random_directions
 from flatbook.search import _lagrangian_gradient, dictionary_search, direct_search, interpolator_report

@@ -16,7 +16,7 @@ and by weak duality any λ (any *feasible* λ when p = 1) gives a lower bound
 
 Two solvers, both checked here against the same certificate:
 
-- ``solver="newton"`` (the default above a few thousand n·m): Newton's method on
+- ``solver="newton"`` (the default, except for tiny p = 1 problems): Newton's method on
   the dual, which has only n variables.  For p > 1 the dual is smooth and
   concave with Hessian −Φ D Φᵀ (D diagonal, n × n), so each step is one
   O(n² m) product and an n × n Cholesky solve, a few large dense operations
@@ -313,7 +313,8 @@ def _solve_cvxpy(Phi, y, kappa, p, solver, solver_options):
     return a_val, lam, problem.status
 
 
-#: ``solver="auto"`` uses the Newton solver when n·m is at least this (bench/bench_flattest.py).
+#: ``solver="auto"`` uses the fast solver for p > 1 always, and for p = 1 (where Clarabel's lower
+#: overhead wins on tiny problems) when n·m is at least this (measured by bench/bench_flattest.py).
 NEWTON_MIN_SIZE = 5_000
 
 
@@ -347,7 +348,7 @@ def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "aut
 
     ``theta`` (m, d) may have rows of any (non-zero) norm; by the symmetry only
     directions matter.  Needs m ≥ n and a feature matrix Φ of rank n.
-    ``solver`` is ``"auto"`` (Newton above :data:`NEWTON_MIN_SIZE`, else Clarabel),
+    ``solver`` is ``"auto"`` (the fast solver, except Clarabel for p = 1 below :data:`NEWTON_MIN_SIZE`),
     ``"newton"``, or a cvxpy solver name, with ``solver_options`` passed to
     ``cvxpy.Problem.solve``.  Raises :class:`InfeasibleInterpolationError` if no
     interpolator exists and :class:`SolverError` if the solution cannot be
@@ -373,7 +374,7 @@ def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "aut
     active = kappa > 0  # κ_j = 0 exactly when neuron j is silent on every sample
     Phi_a, kappa_a = Phi[:, active], kappa[active]
     if solver == "auto":
-        solver = "newton" if n * m >= NEWTON_MIN_SIZE else "CLARABEL"
+        solver = "newton" if p > 1.0 or n * m >= NEWTON_MIN_SIZE else "CLARABEL"
     status, fallback = None, ""
     if solver == "newton":
         a_act, lam, newton_status = _solve_newton(Phi_a, y, kappa_a, p, residual_tol)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from .. import get_activation
 from ..data import single_index
@@ -32,6 +33,7 @@ from ..interpolators import alignment_projector, directions_with_alignment, rand
 from ..search import dictionary_search, direct_search, interpolator_report
 from ..stats import loglog_slope, mean_interval
 from ..style import DISPLAY_NAME, ROLE, book_style, legend_below, new_figure, no_minor_labels
+from .runner import map_points
 
 
 @dataclass(frozen=True)
@@ -86,19 +88,23 @@ def _point(config, name, n, seed):
             for row in rows]
 
 
-def _sweep(config: Config) -> list[dict]:
-    return [row for name in config.activations for n in config.n_grid for s in range(config.seeds)
-            for row in _point(config, name, n, config.seed + 100 * s)]
+def _sweep(config: Config, jobs, backend, label) -> list[dict]:
+    points = [{"name": name, "n": n, "seed": config.seed + 100 * s}
+              for name in config.activations for n in config.n_grid for s in range(config.seeds)]
+    results = map_points(_point, config, points, experiment="bad_interpolators", jobs=jobs, backend=backend,
+                         desc=label)
+    return [row for rows in results for row in rows]
 
 
-def run(config: Config) -> dict[str, list[dict]]:
+def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
     """The main sweep and its slopes; the quadratic at a second d; the ReLU with label noise."""
-    runs = _sweep(config)
+    runs = _sweep(config, jobs, backend, "bad interpolators")
     regime_config = replace(config, activations=("quadratic",), d=config.regime_d,
                             n_grid=config.regime_n_grid, bad_alignments=(0.0,))
     noise_config = replace(config, activations=("relu",), noise_std=config.noise_sweep_std, bad_alignments=(0.0,))
-    noise_runs = _sweep(noise_config)
-    return {"runs": runs, "slopes": slopes(runs, config), "regime": _sweep(regime_config),
+    noise_runs = _sweep(noise_config, jobs, backend, "with label noise")
+    return {"runs": runs, "slopes": slopes(runs, config),
+            "regime": _sweep(regime_config, jobs, backend, "quadratic regime"),
             "noise": noise_runs, "noise_slopes": slopes(noise_runs, noise_config)}
 
 
@@ -119,7 +125,7 @@ def slopes(runs: list[dict], config: Config) -> list[dict]:
     return rows
 
 
-def plot_gap(tables: dict) -> "matplotlib.figure.Figure":
+def plot_gap(tables: dict) -> Figure:
     """Υ_bad / Υ_best against n (log-log) per activation, with the n^{c/(c+1)} rate of the theory."""
     runs, slope_rows = tables["runs"], tables["slopes"]
     names = list(dict.fromkeys(r["activation"] for r in runs))
@@ -154,7 +160,7 @@ def plot_gap(tables: dict) -> "matplotlib.figure.Figure":
     return fig
 
 
-def plot_losses(tables: dict) -> "matplotlib.figure.Figure":
+def plot_losses(tables: dict) -> Figure:
     """Population loss of the bad and the flattest-found interpolators against n."""
     runs = tables["runs"]
     names = list(dict.fromkeys(r["activation"] for r in runs))
@@ -176,7 +182,7 @@ def plot_losses(tables: dict) -> "matplotlib.figure.Figure":
     return fig
 
 
-def plot_regime(tables: dict) -> "matplotlib.figure.Figure":
+def plot_regime(tables: dict) -> Figure:
     """Quadratic: Υ_bad / Υ_best against n / (d(d−1)/2), the share of the quadratic forms on Θ*⊥ used."""
     fig, axes = new_figure(height=3.0)
     ax = axes[0]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
+from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from .. import flattest_outer_weights, get_activation, optimal_rescaling
@@ -28,6 +28,7 @@ from ..flatness import orbit_flatness, population_flatness_weight
 from ..flattest import other_interpolators
 from ..interpolators import random_directions
 from ..style import DISPLAY_NAME, ROLE, book_style, legend_below, new_figure, no_minor_labels
+from .runner import map_points
 
 
 @dataclass(frozen=True)
@@ -55,46 +56,55 @@ def _solve(activation, teacher, X, y, m, seed):
     return flattest_outer_weights(random_directions(m, teacher.d, seed=seed), X, y, activation)
 
 
-def run(config: Config) -> dict[str, list[dict]]:
-    """Solve the primal and dual, sample other interpolators, sweep the width."""
-    solutions, others, weights, balancedness = [], [], [], []
-    for i, name in enumerate(config.activations):
-        activation = get_activation(name)
-        teacher = single_index(config.d, link=name, noise_std=config.noise_std, seed=config.seed + 10 * i)
-        X, y = teacher.sample(config.n, seed=config.seed + 10 * i + 1)
-        result = _solve(activation, teacher, X, y, config.m, config.seed + 10 * i + 2)
-        lp_norm = float((result.effective_a.abs() ** result.p).sum())
-        solutions.append({
-            "activation": name, "p": result.p, "n": config.n, "m": config.m, "d": config.d,
-            "upsilon": result.flatness, "lower_bound": result.lower_bound,
-            "duality_gap": result.duality_gap, "residual": result.residual,
-            "support": result.support_size, "condition_number": result.condition_number,
-            "kappa_min": float(result.kappa.min()), "kappa_max": float(result.kappa.max()),
-            "kappa_mean": float(result.kappa.mean()),
-            "kappa_population": population_flatness_weight(activation, config.d),
-            "lp_norm_p": lp_norm, "upsilon_over_lp": result.flatness / lp_norm,
+def _activation_point(config: Config, name: str, index: int) -> dict:
+    """Primal, dual, other interpolators and the width sweep for one activation."""
+    activation = get_activation(name)
+    seed = config.seed + 10 * index
+    teacher = single_index(config.d, link=name, noise_std=config.noise_std, seed=seed)
+    X, y = teacher.sample(config.n, seed=seed + 1)
+    result = _solve(activation, teacher, X, y, config.m, seed + 2)
+    lp_norm = float((result.effective_a.abs() ** result.p).sum())
+    solution = {
+        "activation": name, "p": result.p, "n": config.n, "m": config.m, "d": config.d,
+        "upsilon": result.flatness, "lower_bound": result.lower_bound,
+        "duality_gap": result.duality_gap, "residual": result.residual,
+        "support": result.support_size, "condition_number": result.condition_number,
+        "kappa_min": float(result.kappa.min()), "kappa_max": float(result.kappa.max()),
+        "kappa_mean": float(result.kappa.mean()),
+        "kappa_population": population_flatness_weight(activation, config.d),
+        "lp_norm_p": lp_norm, "upsilon_over_lp": result.flatness / lp_norm,
+    }
+    spreads = np.geomspace(config.spread_min, config.spread_max, config.n_other)
+    sampled = other_interpolators(result, X, config.n_other, spread=spreads, seed=seed + 3)
+    upsilons = orbit_flatness(sampled, result.kappa, result.p)
+    ordered = result.effective_a.abs().sort(descending=True).values
+    balancedness = []
+    for m in config.widths:
+        wide = _solve(activation, teacher, X, y, m, seed + 5)
+        rescaled = wide.net.rescale(optimal_rescaling(wide.net, X, y))
+        balancedness.append({
+            "activation": name, "m": m, "upsilon": wide.flatness,
+            "max_effective_weight": float(wide.effective_a.abs().max()),
+            "l1_effective_weight": float(wide.effective_a.abs().sum()),
+            "support": wide.support_size,
+            "max_outer_weight_at_optimum": float(rescaled.a.abs().max()),
         })
-        spreads = np.geomspace(config.spread_min, config.spread_max, config.n_other)
-        sampled = other_interpolators(result, X, config.n_other, spread=spreads, seed=config.seed + 10 * i + 3)
-        upsilons = orbit_flatness(sampled, result.kappa, result.p)
-        others += [{"activation": name, "upsilon": float(u)} for u in upsilons]
-        ordered = result.effective_a.abs().sort(descending=True).values
-        weights += [{"activation": name, "rank": r + 1, "abs_effective_weight": float(w)}
-                    for r, w in enumerate(ordered)]
-        for m in config.widths:
-            wide = _solve(activation, teacher, X, y, m, config.seed + 10 * i + 5)
-            rescaled = wide.net.rescale(optimal_rescaling(wide.net, X, y))
-            balancedness.append({
-                "activation": name, "m": m, "upsilon": wide.flatness,
-                "max_effective_weight": float(wide.effective_a.abs().max()),
-                "l1_effective_weight": float(wide.effective_a.abs().sum()),
-                "support": wide.support_size,
-                "max_outer_weight_at_optimum": float(rescaled.a.abs().max()),
-            })
-    return {"solutions": solutions, "others": others, "weights": weights, "balancedness": balancedness}
+    return {"solutions": [solution],
+            "others": [{"activation": name, "upsilon": float(u)} for u in upsilons],
+            "weights": [{"activation": name, "rank": r + 1, "abs_effective_weight": float(w)}
+                        for r, w in enumerate(ordered)],
+            "balancedness": balancedness}
 
 
-def plot_dual_bound(tables: dict) -> "matplotlib.figure.Figure":
+def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
+    """Solve the primal and dual, sample other interpolators, sweep the width, per activation."""
+    points = [{"name": name, "index": i} for i, name in enumerate(config.activations)]
+    results = map_points(_activation_point, config, points, experiment="convex_dual", jobs=jobs, backend=backend)
+    return {key: [row for result in results for row in result[key]]
+            for key in ("solutions", "others", "weights", "balancedness")}
+
+
+def plot_dual_bound(tables: dict) -> Figure:
     """Υ of random interpolators with fixed directions, above the dual bound and the optimum."""
     names = [row["activation"] for row in tables["solutions"]]
     fig, axes = new_figure(ncols=len(names), height=3.2)
@@ -115,7 +125,7 @@ def plot_dual_bound(tables: dict) -> "matplotlib.figure.Figure":
     return fig
 
 
-def plot_sorted_weights(tables: dict) -> "matplotlib.figure.Figure":
+def plot_sorted_weights(tables: dict) -> Figure:
     """|ã_j| of the flattest interpolator, sorted: sparse for p = 1, spread for p = 4/3."""
     fig, axes = new_figure(height=3.0)
     ax = axes[0]
@@ -135,7 +145,7 @@ def plot_sorted_weights(tables: dict) -> "matplotlib.figure.Figure":
     return fig
 
 
-def plot_balancedness(tables: dict) -> "matplotlib.figure.Figure":
+def plot_balancedness(tables: dict) -> Figure:
     """max_j |ã_j| of the flattest interpolator against the width m, with the 1/m reference."""
     fig, axes = new_figure(height=3.0)
     ax = axes[0]

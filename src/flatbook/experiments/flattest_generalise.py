@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from .. import get_activation
 from ..data import multi_index_product, sum_of_single_index
@@ -31,6 +32,7 @@ from ..interpolators import random_directions
 from ..search import dictionary_search, direct_search, interpolator_report
 from ..stats import loglog_slope, mean_interval
 from ..style import PALETTE, ROLE, book_style, legend_below, new_figure, no_minor_labels
+from .runner import map_points
 
 
 @dataclass(frozen=True)
@@ -94,10 +96,12 @@ def _point(config, condition, n, seed):
              "flattest": r["upsilon"] == best, **r} for r in rows]
 
 
-def run(config: Config) -> dict[str, list[dict]]:
+def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
     """Every condition, n and seed; then the rates of the excess loss of the flattest found."""
-    runs = [row for condition in CONDITIONS for n in config.n_grid for s in range(config.seeds)
-            for row in _point(config, condition, n, config.seed + 100 * s)]
+    points = [{"condition": condition, "n": n, "seed": config.seed + 100 * s}
+              for condition in CONDITIONS for n in config.n_grid for s in range(config.seeds)]
+    results = map_points(_point, config, points, experiment="flattest_generalise", jobs=jobs, backend=backend)
+    runs = [row for rows in results for row in rows]
     rates = []
     for condition in CONDITIONS:
         per_seed = []
@@ -121,7 +125,7 @@ CONDITION_COLOUR = {"vanishing noise": ROLE["good"], "slowly vanishing noise": P
                     "fixed noise": PALETTE["orange"], "multi-index": ROLE["bad"]}
 
 
-def plot_excess_loss(tables: dict) -> "matplotlib.figure.Figure":
+def plot_excess_loss(tables: dict) -> Figure:
     """Excess population loss F − F* of the flattest interpolator found against n, per condition."""
     fig, axes = new_figure(height=3.2)
     ax = axes[0]
@@ -146,7 +150,7 @@ def plot_excess_loss(tables: dict) -> "matplotlib.figure.Figure":
     return fig
 
 
-def plot_balancedness(tables: dict) -> "matplotlib.figure.Figure":
+def plot_balancedness(tables: dict) -> Figure:
     """Largest effective outer weight of the flattest interpolator found against the width m."""
     fig, axes = new_figure(height=3.0)
     ax = axes[0]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from matplotlib.figure import Figure
 import torch
 
 from .. import flattest_outer_weights, get_activation, hessian_trace, min_flatness, optimal_rescaling
@@ -25,6 +26,7 @@ from ..data import population_loss, single_index
 from ..flatness import trace_coefficients
 from ..interpolators import orthogonal_directions, teacher_and_random_directions
 from ..style import DISPLAY_NAME, ROLE, book_style, legend_below, new_figure, no_minor_labels
+from .runner import map_points
 
 
 @dataclass(frozen=True)
@@ -94,27 +96,34 @@ def _curve_rows(activation, net, X, y, alphas):
     return rows
 
 
-def run(config: Config) -> dict[str, list[dict]]:
-    """Build good and bad interpolators per activation; measure losses, traces and Υ."""
-    interpolators, curves = [], []
+def _activation_point(config: Config, name: str, index: int) -> dict:
+    """Good and bad interpolators for one activation (one point of the sweep)."""
+    activation = get_activation(name)
     alphas = np.geomspace(config.alpha_min, config.alpha_max, config.n_alpha)
-    for i, name in enumerate(config.activations):
-        activation = get_activation(name)
-        teacher = single_index(config.d, link=name, noise_std=config.noise_std, seed=config.seed + 10 * i)
-        X, y = teacher.sample(config.n, seed=config.seed + 10 * i + 1)
-        good_dirs = teacher_and_random_directions(teacher.theta_star, config.m, seed=config.seed + 10 * i + 2)
-        bad_dirs = orthogonal_directions(teacher.theta_star, config.m, seed=config.seed + 10 * i + 3)
-        for kind, dirs in (("good", good_dirs), ("bad", bad_dirs)):
-            net = flattest_outer_weights(dirs, X, y, activation).net
-            row, flattest = _interpolator_row(kind, activation, net, X, y, teacher, config,
-                                              config.seed + 10 * i + 4)
-            interpolators.append(row)
-            if kind == "good":
-                curves += _curve_rows(activation, flattest, X, y, alphas)
+    seed = config.seed + 10 * index
+    teacher = single_index(config.d, link=name, noise_std=config.noise_std, seed=seed)
+    X, y = teacher.sample(config.n, seed=seed + 1)
+    good_dirs = teacher_and_random_directions(teacher.theta_star, config.m, seed=seed + 2)
+    bad_dirs = orthogonal_directions(teacher.theta_star, config.m, seed=seed + 3)
+    interpolators, curves = [], []
+    for kind, dirs in (("good", good_dirs), ("bad", bad_dirs)):
+        net = flattest_outer_weights(dirs, X, y, activation).net
+        row, flattest = _interpolator_row(kind, activation, net, X, y, teacher, config, seed + 4)
+        interpolators.append(row)
+        if kind == "good":
+            curves += _curve_rows(activation, flattest, X, y, alphas)
     return {"interpolators": interpolators, "curves": curves}
 
 
-def plot_orbit_curves(tables: dict) -> "matplotlib.figure.Figure":
+def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
+    """Build good and bad interpolators per activation; measure losses, traces and Υ."""
+    points = [{"name": name, "index": i} for i, name in enumerate(config.activations)]
+    results = map_points(_activation_point, config, points, experiment="symmetry_paradox", jobs=jobs,
+                         backend=backend)
+    return {key: [row for result in results for row in result[key]] for key in ("interpolators", "curves")}
+
+
+def plot_orbit_curves(tables: dict) -> Figure:
     """Trace against α (log-log) for one neuron and for all neurons, minimum Υ marked."""
     curves = tables["curves"]
     names = list(dict.fromkeys(row["activation"] for row in curves))
@@ -136,7 +145,7 @@ def plot_orbit_curves(tables: dict) -> "matplotlib.figure.Figure":
     return fig
 
 
-def plot_paradox(tables: dict) -> "matplotlib.figure.Figure":
+def plot_paradox(tables: dict) -> Figure:
     """Population loss against flatness: every orbit covers [Υ, ∞); only Υ tells good from bad."""
     rows = tables["interpolators"]
     names = list(dict.fromkeys(row["activation"] for row in rows))

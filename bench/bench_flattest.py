@@ -1,0 +1,94 @@
+"""The flattest outer weights: flatbook's solver against cvxpy back ends, on the same instances.
+
+    python bench/bench_flattest.py                       # n in {250, 500, 1000, 2000}, m in {2n, 10n}
+    python bench/bench_flattest.py --n 250 500 --limit 120
+    python bench/bench_flattest.py --quick
+
+For each size and p (ReLU: p = 1, a linear program; quadratic: p = 4/3), the
+same feature matrix Φ, weights κ and labels y go to
+
+- ``newton``: flatbook's solver (dual Newton for p > 1; normal-equation
+  interior point plus exact vertex for p = 1), certified by its own duality gap;
+- cvxpy with CLARABEL, SCS and (p = 1 only) HIGHS, each with a time limit.
+
+Timed: the solve alone, Φ and κ computed once beforehand (cvxpy's problem
+construction is included, since a user pays it).  Reported: seconds, the ratio
+to ``newton``, and the relative objective difference to newton's certified
+optimum and the relative interpolation residual of each back end's own answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import torch
+
+from flatbook import get_activation
+from flatbook.backend import default_device
+from flatbook.data import single_index
+from flatbook.flatness import flatness_weights, orbit_flatness
+from flatbook.flattest import _solve_cvxpy, _solve_newton, feature_matrix
+from flatbook.interpolators import random_directions
+
+TIME_LIMIT_OPTION = {"CLARABEL": "time_limit", "SCS": "time_limit_secs", "HIGHS": "time_limit"}
+
+
+def instance(n, m, d, activation, seed=0):
+    teacher = single_index(d, link="relu", noise_std=0.1, seed=seed)
+    X, y = teacher.sample(n, seed=seed + 1)
+    theta = random_directions(m, d, seed=seed + 2).to(X.device)
+    return feature_matrix(theta, X, activation), y, flatness_weights(theta, X, activation)
+
+
+def timed(fn, *args):
+    start = time.perf_counter()
+    value = fn(*args)
+    return value, time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, nargs="+", default=[250, 500, 1000, 2000])
+    parser.add_argument("--factors", type=int, nargs="+", default=[2, 10], help="m = factor · n")
+    parser.add_argument("--d", type=int, default=64, help="input dimension (quadratic needs n <= d(d+1)/2)")
+    parser.add_argument("--limit", type=float, default=600.0, help="time limit per cvxpy solve, seconds")
+    parser.add_argument("--solvers", nargs="+", default=["CLARABEL", "SCS", "HIGHS"])
+    parser.add_argument("--quick", action="store_true", help="n = 250 only, 60 s limit")
+    args = parser.parse_args()
+    if args.quick:
+        args.n, args.limit = [250], 60.0
+    print(f"# {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
+          f"torch {torch.__version__}, device {default_device()}, d = {args.d}, limit {args.limit:g} s")
+    print("| p | n | m | solver | seconds | ratio to newton | objective rel. diff | residual (rel.) | status |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in ("quadratic", "relu"):
+        activation = get_activation(name)
+        p = activation.p
+        for n in args.n:
+            for factor in args.factors:
+                m = factor * n
+                Phi, y, kappa = instance(n, m, args.d, activation)
+                scale = float(y.abs().max())
+                (a, lam, status), t_newton = timed(_solve_newton, Phi, y, kappa, p, 1e-8)
+                optimum = float(orbit_flatness(a, kappa, p))
+                print(f"| {p:.3g} | {n} | {m} | newton | {t_newton:.2f} | 1 | 0 | "
+                      f"{float((Phi @ a - y).abs().max()) / scale:.1e} | {status} |", flush=True)
+                for solver in args.solvers:
+                    if solver == "HIGHS" and p != 1.0:
+                        continue
+                    options = {TIME_LIMIT_OPTION[solver]: args.limit}
+                    try:
+                        (a_s, _, st), t = timed(_solve_cvxpy, Phi, y, kappa, p, solver, options)
+                        objective = float(orbit_flatness(a_s, kappa, p))
+                        print(f"| {p:.3g} | {n} | {m} | {solver} | {t:.2f} | {t / t_newton:.1f} | "
+                              f"{abs(objective - optimum) / optimum:.1e} | "
+                              f"{float((Phi @ a_s - y).abs().max()) / scale:.1e} | {st} |", flush=True)
+                    except Exception as exc:  # noqa: BLE001 - a failed or timed-out back end is a result
+                        print(f"| {p:.3g} | {n} | {m} | {solver} | > {args.limit:g} | - | - | - | "
+                              f"{type(exc).__name__}: {str(exc)[:60]} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

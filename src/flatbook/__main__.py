@@ -1,0 +1,7 @@
+"""``python -m flatbook ...`` is the ``flatbook`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,51 @@
+"""Command line: ``flatbook figure ID --scale {smoke,book,paper} --out DIR`` (also ``python -m flatbook``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .errors import FlatbookInputError
+from .experiments import SCALES
+
+
+def _figure(args) -> int:
+    from .figures import REGISTRY, make
+
+    if args.list:
+        width = max(len(i) for i in REGISTRY)
+        for spec in REGISTRY.values():
+            print(f"{spec.id:<{width}}  {spec.chapter:<32}  {spec.title}")
+        return 0
+    ids = list(REGISTRY) if args.all else args.ids
+    if not ids:
+        print("name a figure id, --all, or --list", file=sys.stderr)
+        return 2
+    for figure_id in ids:
+        sidecar = make(figure_id, scale=args.scale, out=args.out, jobs=args.jobs, backend=args.backend)
+        print(f"{figure_id}: {', '.join(sidecar['files'])} + {figure_id}.json in {args.out} "
+              f"({sidecar['wall_time_s']:.1f} s, scale {args.scale})")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="flatbook", description="Regenerate the figures of the flatbook book.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    figure = commands.add_parser("figure", help="regenerate figures by id (PNG, SVG, PDF and a JSON sidecar)")
+    figure.add_argument("ids", nargs="*", metavar="ID", help="figure ids (see --list)")
+    figure.add_argument("--list", action="store_true", help="list every figure id with its chapter")
+    figure.add_argument("--all", action="store_true", help="every figure of the book")
+    figure.add_argument("--scale", default="book", help=f"one of {', '.join(SCALES)} (default: book)")
+    figure.add_argument("--out", default="figures", help="output folder (default: ./figures)")
+    figure.add_argument("--jobs", type=int, default=None, help="parallel processes (default: $FLATBOOK_JOBS or 1)")
+    figure.add_argument("--backend", default=None, help="loky (default) or dask (needs a running Client)")
+    args = parser.parse_args(argv)
+    try:
+        return _figure(args)
+    except FlatbookInputError as exc:
+        print(f"flatbook: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

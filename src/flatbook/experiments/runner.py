@@ -1,0 +1,137 @@
+"""Running the points of an experiment: progress bar, on-disk cache, parallel processes or Dask.
+
+Each experiment splits its sweep into *points* (e.g. one activation, n and
+seed) and a module-level function ``point_function(config, **point)`` that
+returns plain values (JSON).  :func:`map_points` runs the points that are not
+cached yet and stores each result the moment it is done, so a re-run is
+instant and an interrupted sweep resumes where it stopped.
+
+- Cache: one JSON file per point under ``$FLATBOOK_CACHE`` (default
+  ``~/.cache/flatbook``), keyed by the experiment, the full config, the point
+  and a fingerprint of the package's source, so any code change invalidates it.
+  ``FLATBOOK_CACHE=off`` disables it.
+- Parallel: ``jobs`` processes (joblib, loky); ``FLATBOOK_JOBS`` sets the
+  default (1).  ``backend="dask"`` (or ``FLATBOOK_BACKEND=dask``) runs the same
+  points on a ``dask.distributed`` cluster through joblib's Dask backend: start
+  a ``dask.distributed.Client`` first, nothing else changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from ..errors import FlatbookInputError
+
+BACKENDS = ("loky", "dask")
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """SHA-256 of every .py file of the flatbook package (sorted by path)."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def cache_dir() -> Path | None:
+    """Where point results are cached: ``$FLATBOOK_CACHE``, else ``~/.cache/flatbook``; None when off."""
+    setting = os.environ.get("FLATBOOK_CACHE", "").strip()
+    if setting.lower() in ("off", "0", "none", "false"):
+        return None
+    return Path(setting).expanduser() if setting else Path.home() / ".cache" / "flatbook"
+
+
+def point_key(experiment: str, config, point: dict) -> str:
+    """A stable key for one point: experiment, config, point and code fingerprint."""
+    payload = json.dumps({"experiment": experiment, "config": dataclasses.asdict(config), "point": point,
+                          "code": code_fingerprint()}, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+def _load(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None  # missing or half-written: compute again
+
+
+def _store(path: Path, result) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(result))
+    tmp.replace(path)  # atomic: an interrupted write never leaves a corrupt entry
+
+
+def _default_jobs() -> int:
+    value = os.environ.get("FLATBOOK_JOBS", "1").strip() or "1"
+    try:
+        jobs = int(value)
+    except ValueError:
+        raise FlatbookInputError(f"FLATBOOK_JOBS={value!r} is not an integer number of processes.") from None
+    if jobs < 1:
+        raise FlatbookInputError(f"FLATBOOK_JOBS must be at least 1, got {jobs}.")
+    return jobs
+
+
+def map_points(function, config, points: list[dict], *, experiment: str, jobs: int | None = None,
+               backend: str | None = None, desc: str | None = None) -> list:
+    """``[function(config, **point) for point in points]``, cached per point, in parallel if asked.
+
+    Results come back in the order of ``points``.
+    """
+    backend = backend or os.environ.get("FLATBOOK_BACKEND", "loky").strip() or "loky"
+    if backend not in BACKENDS:
+        raise FlatbookInputError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}.")
+    jobs = _default_jobs() if jobs is None else jobs
+    directory = cache_dir()
+    paths = [directory / experiment / f"{point_key(experiment, config, p)}.json" if directory else None
+             for p in points]
+    results = [_load(path) if path is not None and path.exists() else None for path in paths]
+    todo = [i for i, result in enumerate(results) if result is None]
+    bar = tqdm(total=len(points), initial=len(points) - len(todo), desc=desc or experiment, disable=None)
+
+    def finish(i, result):
+        result = json.loads(json.dumps(result))  # the same plain values whether fresh or cached
+        if paths[i] is not None:
+            _store(paths[i], result)
+        results[i] = result
+        bar.update(1)
+
+    if backend == "loky" and jobs == 1:
+        for i in todo:
+            finish(i, function(config, **points[i]))
+    else:
+        import joblib
+
+        if backend == "dask":
+            try:
+                from distributed import get_client
+
+                get_client()
+            except (ImportError, ValueError) as exc:
+                raise FlatbookInputError(
+                    "backend='dask' needs a running dask.distributed Client: "
+                    "`from dask.distributed import Client; client = Client(...)` first "
+                    "(pip install 'flatbook[cluster]')."
+                ) from exc
+            context = joblib.parallel_config(backend="dask")
+        else:
+            context = joblib.parallel_config(backend="loky", n_jobs=jobs,
+                                             inner_max_num_threads=max(1, (os.cpu_count() or 1) // jobs))
+        with context:
+            outputs = joblib.Parallel(n_jobs=jobs if backend == "loky" else -1, return_as="generator")(
+                joblib.delayed(function)(config, **points[i]) for i in todo)
+            for i, result in zip(todo, outputs):
+                finish(i, result)
+    bar.close()
+    return results

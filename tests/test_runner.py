@@ -1,0 +1,101 @@
+"""The sweep runner: cache per point, resume after an interruption, parallel and Dask give the same table."""
+
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from flatbook.errors import FlatbookInputError
+from flatbook.experiments import runner
+from flatbook.experiments.runner import map_points
+
+CALLS = []
+
+
+@dataclass(frozen=True)
+class Toy:
+    scale: float = 2.0
+
+
+def toy_point(config, x, fail_at=None):
+    """A cheap point function that records its calls (in this process)."""
+    if x == fail_at:
+        raise KeyboardInterrupt("interrupted")
+    CALLS.append(x)
+    return [{"x": x, "y": config.scale * x**2}]
+
+
+POINTS = [{"x": x} for x in range(6)]
+
+
+def test_second_run_is_served_from_the_cache(isolated_cache):
+    CALLS.clear()
+    first = map_points(toy_point, Toy(), POINTS, experiment="toy")
+    assert CALLS == list(range(6))
+    CALLS.clear()
+    second = map_points(toy_point, Toy(), POINTS, experiment="toy")
+    assert CALLS == [] and second == first
+    assert len(list((isolated_cache / "toy").glob("*.json"))) == 6
+    # Another config is another set of points.
+    map_points(toy_point, Toy(scale=3.0), POINTS, experiment="toy")
+    assert CALLS == list(range(6))
+
+
+def test_an_interrupted_sweep_resumes(isolated_cache):
+    CALLS.clear()
+    points = [{"x": x, "fail_at": 3} for x in range(6)]
+    with pytest.raises(KeyboardInterrupt):
+        map_points(toy_point, Toy(), points, experiment="toy")
+    assert CALLS == [0, 1, 2]
+    CALLS.clear()
+    done = map_points(toy_point, Toy(), [{"x": x, "fail_at": 3} for x in range(3)], experiment="toy")
+    assert CALLS == [] and [r[0]["x"] for r in done] == [0, 1, 2]
+
+
+def test_corrupt_cache_entries_are_recomputed(isolated_cache):
+    map_points(toy_point, Toy(), POINTS[:1], experiment="toy")
+    (entry,) = (isolated_cache / "toy").glob("*.json")
+    entry.write_text("{not json")
+    CALLS.clear()
+    assert map_points(toy_point, Toy(), POINTS[:1], experiment="toy") == [[{"x": 0, "y": 0.0}]]
+    assert CALLS == [0]
+    assert json.loads(entry.read_text()) == [{"x": 0, "y": 0.0}]
+
+
+def test_cache_can_be_switched_off(monkeypatch):
+    monkeypatch.setenv("FLATBOOK_CACHE", "off")
+    assert runner.cache_dir() is None
+    CALLS.clear()
+    map_points(toy_point, Toy(), POINTS[:2], experiment="toy")
+    map_points(toy_point, Toy(), POINTS[:2], experiment="toy")
+    assert CALLS == [0, 1, 0, 1]
+
+
+def test_parallel_processes_give_the_same_table():
+    sequential = map_points(toy_point, Toy(), POINTS, experiment="toy-seq")
+    parallel = map_points(toy_point, Toy(), POINTS, experiment="toy-par", jobs=2)
+    assert parallel == sequential
+
+
+def test_dask_local_cluster_gives_the_same_table(monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    from flatbook.experiments import symmetry_paradox
+
+    monkeypatch.setenv("FLATBOOK_CACHE", "off")  # both runs must really compute
+    config = symmetry_paradox.CONFIGS["smoke"]
+    local = symmetry_paradox.run(config, backend="loky")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster):
+        on_cluster = symmetry_paradox.run(config, backend="dask")
+    assert on_cluster == local
+
+
+def test_bad_settings_are_rejected(monkeypatch):
+    with pytest.raises(FlatbookInputError, match="unknown backend 'spark'"):
+        map_points(toy_point, Toy(), POINTS, experiment="toy", backend="spark")
+    monkeypatch.setenv("FLATBOOK_JOBS", "many")
+    with pytest.raises(FlatbookInputError, match="FLATBOOK_JOBS='many' is not an integer"):
+        map_points(toy_point, Toy(), POINTS, experiment="toy")
+    monkeypatch.delenv("FLATBOOK_JOBS")
+    with pytest.raises(FlatbookInputError, match="needs a running dask.distributed Client"):
+        map_points(toy_point, Toy(), POINTS, experiment="toy-nodask", backend="dask")
