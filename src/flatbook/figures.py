@@ -55,6 +55,12 @@ _SPECS = [
                "Excess loss of the flattest interpolators found against n"),
     FigureSpec("ch4-balancedness", "book/04-flattest-generalise.md", "flattest_generalise", "plot_balancedness",
                "Largest effective outer weight of the flattest found against the width"),
+    FigureSpec("ch5-loss-vs-flatness", "book/05-experiments.md", "paper_experiments", "plot_loss_vs_flatness",
+               "Population loss against flatness at controlled alignment, per setting"),
+    FigureSpec("ch5-correlations", "book/05-experiments.md", "paper_experiments", "plot_correlations",
+               "Rank correlation of flatness and population loss per setting"),
+    FigureSpec("ch5-beyond", "book/05-experiments.md", "paper_experiments", "plot_beyond",
+               "Rank correlation against label noise and against the width ratio"),
 ]
 REGISTRY: dict[str, FigureSpec] = {spec.id: spec for spec in _SPECS}
 
