@@ -20,13 +20,10 @@ optimum and the relative interpolation residual of each back end's own answer.
 from __future__ import annotations
 
 import argparse
-import platform
-import time
 
-import torch
+from common import header, timed
 
 from flatbook import get_activation
-from flatbook.backend import default_device
 from flatbook.data import single_index
 from flatbook.flatness import flatness_weights, orbit_flatness
 from flatbook.flattest import _solve_cvxpy, _solve_newton, feature_matrix
@@ -42,12 +39,6 @@ def instance(n, m, d, activation, seed=0):
     return feature_matrix(theta, X, activation), y, flatness_weights(theta, X, activation)
 
 
-def timed(fn, *args):
-    start = time.perf_counter()
-    value = fn(*args)
-    return value, time.perf_counter() - start
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[250, 500, 1000, 2000])
@@ -59,8 +50,7 @@ def main():
     args = parser.parse_args()
     if args.quick:
         args.n, args.limit = [250], 60.0
-    print(f"# {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
-          f"torch {torch.__version__}, device {default_device()}, d = {args.d}, limit {args.limit:g} s")
+    print(header(f"d = {args.d}, limit {args.limit:g} s"))
     print("| p | n | m | solver | seconds | ratio to newton | objective rel. diff | residual (rel.) | status |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in ("quadratic", "relu"):

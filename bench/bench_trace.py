@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
-import time
 
 import torch
+from common import header, timed
 
 from flatbook import TwoLayerNet, get_activation, hessian_trace
 from flatbook.backend import default_device
@@ -103,12 +102,6 @@ def autograd_exact(net, X, y):
     return float(torch.trace(torch.func.hessian(loss)(torch.cat([net.a, net.theta.reshape(-1)]))))
 
 
-def timed(fn, *args):
-    start = time.perf_counter()
-    value = fn(*args)
-    return value, time.perf_counter() - start
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, about a minute")
@@ -120,8 +113,7 @@ def main():
     activation = get_activation(args.activation)
     sizes = [(1000, 2000, 20), (2000, 4000, 50)] if args.quick else \
         [(1000, 2000, 20), (5000, 5000, 50), (10000, 10000, 100), (20000, 20000, 100)]
-    print(f"# {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
-          f"torch {torch.__version__}, device {default_device()}, activation {activation!r}")
+    print(header(f"activation {activation!r}"))
     print(f"# Hutchinson peer: {'pyhessian ' + 'package' if PyHessian else 'own estimator (pyhessian: ' + str(PYHESSIAN_ERROR) + ')'}")
 
     small = problem(200, 100, 10, activation)
