@@ -10,8 +10,8 @@ directions, and serves as the high-approximation-error case.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 

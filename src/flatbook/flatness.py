@@ -43,6 +43,15 @@ def _neuron_sums(theta, X, activation, a=None, residuals=None):
     return sum_sigma2, sum_dsigma2, sum_r_d2sigma
 
 
+def orbit_minimum(A, B, c: float):
+    """inf over α > 0 of A α^{2c} + B α^{-2} = (c+1) c^{-c/(c+1)} A^{1/(c+1)} B^{c/(c+1)}, for A, B ≥ 0.
+
+    The one formula behind Υ (eq. ``eq-upsilon-neuron``) and the flatness weights κ
+    (eq. ``eq-kappa``, with A = S_j and B = T_j); works on tensors and floats alike.
+    """
+    return (c + 1.0) * c ** (-c / (c + 1.0)) * A ** (1.0 / (c + 1.0)) * B ** (c / (c + 1.0))
+
+
 def _checked(net, X, y):
     if not isinstance(net, TwoLayerNet):
         raise FlatbookInputError(f"net must be a flatbook.TwoLayerNet, got {type(net).__name__}.")
@@ -93,8 +102,7 @@ def _orbit_minima(A, B, c):
             "term of the Hessian can be negative, and shrinking that neuron (α_j → 0) sends the "
             "trace to −∞. Υ is meaningful at (near-)interpolators: fit the data first."
         )
-    scale = (c + 1.0) * c ** (-c / (c + 1.0))
-    return scale * A ** (1.0 / (c + 1.0)) * B ** (c / (c + 1.0))
+    return orbit_minimum(A, B, c)
 
 
 def min_flatness(net: TwoLayerNet, X, y) -> float:
@@ -126,6 +134,13 @@ def optimal_rescaling(net: TwoLayerNet, X, y, rel_tol: float = 1e-13) -> torch.T
     return alpha
 
 
+def unit_flatness_weights(u, X, activation):
+    """κ_j (eq. ``eq-kappa``) for directions u that are already unit rows, without checks; differentiable in u."""
+    n = X.shape[0]
+    s2, ds2, _ = _neuron_sums(u, X, activation)
+    return orbit_minimum(2.0 / n * s2, 2.0 / n * ds2, activation.degree)
+
+
 def flatness_weights(theta, X, activation: HomogeneousActivation) -> torch.Tensor:
     """κ_j with Υ(w) = Σ_j κ_j |ã_j|^p at every interpolator with directions u_j = θ_j/‖θ_j‖ (eq. ``eq-kappa``).
 
@@ -143,10 +158,7 @@ def flatness_weights(theta, X, activation: HomogeneousActivation) -> torch.Tenso
             f"{int((norms == 0).sum())} row(s) of theta are zero and have no direction; drop them."
         )
     u = theta / norms[:, None]
-    n = X.shape[0]
-    s2, ds2, _ = _neuron_sums(u, X, activation)
-    c = activation.degree
-    return (c + 1.0) * c ** (-c / (c + 1.0)) * (2.0 / n * s2) ** (1.0 / (c + 1.0)) * (2.0 / n * ds2) ** (c / (c + 1.0))
+    return unit_flatness_weights(u, X, activation)
 
 
 def population_flatness_weight(activation: HomogeneousActivation, d: int) -> float:
@@ -158,10 +170,7 @@ def population_flatness_weight(activation: HomogeneousActivation, d: int) -> flo
     if not (isinstance(d, int) and d >= 1):
         raise FlatbookInputError(f"d must be a positive int, got {d!r}.")
     sigma2, dsigma2, dsigma2_g2 = activation.gaussian_moments()
-    c = activation.degree
-    S = 2.0 * sigma2
-    T = 2.0 * (dsigma2_g2 + (d - 1) * dsigma2)
-    return (c + 1.0) * c ** (-c / (c + 1.0)) * S ** (1.0 / (c + 1.0)) * T ** (c / (c + 1.0))
+    return orbit_minimum(2.0 * sigma2, 2.0 * (dsigma2_g2 + (d - 1) * dsigma2), activation.degree)
 
 
 def orbit_flatness(effective_a: torch.Tensor, kappa: torch.Tensor, p: float) -> torch.Tensor:

@@ -26,6 +26,7 @@ from .activations import get_activation
 from .backend import as_tensor, check_data
 from .data import MultiIndexModel, population_loss
 from .errors import FlatbookInputError
+from .flatness import unit_flatness_weights
 from .flattest import FlattestResult, flattest_outer_weights
 from .interpolators import random_directions
 
@@ -78,13 +79,8 @@ def _lagrangian_gradient(directions, solution, X, y, activation):
     """∂_U of Σ κ_j(U)|ã_j|^p − λᵀΦ(U)ã at fixed (ã, λ), projected on the spheres' tangent spaces."""
     U = directions.detach().clone().requires_grad_(True)
     u = U / U.norm(dim=1, keepdim=True)
-    n, c, p = X.shape[0], activation.degree, activation.p
-    z = X @ u.T
-    S = 2.0 / n * (activation(z) ** 2).sum(0)
-    T = 2.0 / n * ((X * X).sum(1) @ activation.derivative(z) ** 2)
-    kappa = (c + 1.0) * c ** (-c / (c + 1.0)) * S ** (1.0 / (c + 1.0)) * T ** (c / (c + 1.0))
     a, lam = solution.effective_a, solution.dual
-    lagrangian = (kappa * a.abs() ** p).sum() - lam @ (activation(z) @ a)
+    lagrangian = (unit_flatness_weights(u, X, activation) * a.abs() ** activation.p).sum() - lam @ (activation(X @ u.T) @ a)
     (grad,) = torch.autograd.grad(lagrangian, U)
     return grad - (grad * directions).sum(1, keepdim=True) * directions
 

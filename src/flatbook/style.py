@@ -77,3 +77,11 @@ def no_minor_labels(*axes) -> None:
     for ax in axes:
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def finish_panels(fig, axes, ylabel: str, legend_ncol: int | None = None) -> None:
+    """The common ending of a row of panels: y label on the first, legend under all, no minor labels."""
+    axes[0].set_ylabel(ylabel)
+    if legend_ncol:
+        legend_below(fig, axes, ncol=legend_ncol)
+    no_minor_labels(*axes)

@@ -29,10 +29,21 @@ from matplotlib.figure import Figure
 
 from .. import get_activation
 from ..data import single_index
-from ..interpolators import alignment_projector, directions_with_alignment, random_directions
+from ..interpolators import (
+    alignment_projector,
+    directions_with_alignment,
+    random_directions,
+)
 from ..search import dictionary_search, direct_search, interpolator_report
 from ..stats import loglog_slope, mean_interval
-from ..style import DISPLAY_NAME, ROLE, book_style, legend_below, new_figure, no_minor_labels
+from ..style import (
+    DISPLAY_NAME,
+    ROLE,
+    book_style,
+    finish_panels,
+    new_figure,
+    no_minor_labels,
+)
 from .runner import map_points
 
 
@@ -154,9 +165,7 @@ def plot_gap(tables: dict) -> Figure:
             notes.append(f"theory: {c / (c + 1):.2f}")
             ax.text(0.97, 0.04, "\n".join(notes), transform=ax.transAxes, ha="right", va="bottom", fontsize=8)
             ax.set(xscale="log", yscale="log", xlabel="samples $n$", title=DISPLAY_NAME[name])
-        axes[0].set_ylabel(r"$\Upsilon_{\rm bad} / \Upsilon_{\rm best}$")
-        legend_below(fig, axes, ncol=3)
-        no_minor_labels(*axes)
+        finish_panels(fig, axes, r"$\Upsilon_{\rm bad} / \Upsilon_{\rm best}$", legend_ncol=3)
     return fig
 
 
@@ -176,9 +185,7 @@ def plot_losses(tables: dict) -> Figure:
                 ax.plot(ns, [np.mean([r["population_loss"] for r in sel if r["n"] == n]) for n in ns], "o-",
                         color=colour, label=label)
             ax.set(xscale="log", xlabel="samples $n$", title=DISPLAY_NAME[name], ylim=(0, None))
-        axes[0].set_ylabel("population loss $F(w)$")
-        legend_below(fig, axes, ncol=2)
-        no_minor_labels(*axes)
+        finish_panels(fig, axes, "population loss $F(w)$", legend_ncol=2)
     return fig
 
 

@@ -27,7 +27,14 @@ from ..data import single_index
 from ..flatness import orbit_flatness, population_flatness_weight
 from ..flattest import other_interpolators
 from ..interpolators import random_directions
-from ..style import DISPLAY_NAME, ROLE, book_style, legend_below, new_figure, no_minor_labels
+from ..style import (
+    DISPLAY_NAME,
+    ROLE,
+    book_style,
+    finish_panels,
+    new_figure,
+    no_minor_labels,
+)
 from .runner import map_points
 
 
@@ -119,9 +126,7 @@ def plot_dual_bound(tables: dict) -> Figure:
                        label=r"dual bound $g(\lambda)$")
             ax.set(xscale="log", xlabel=r"$\Upsilon = \sum_j \kappa_j |\tilde a_j|^p$",
                    title=f"{DISPLAY_NAME[sol['activation']]} ($p = {sol['p']:.3g}$)")
-        axes[0].set_ylabel("count")
-        legend_below(fig, axes, ncol=3)
-        no_minor_labels(*axes)
+        finish_panels(fig, axes, "count", legend_ncol=3)
     return fig
 
 

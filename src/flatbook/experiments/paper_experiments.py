@@ -23,9 +23,9 @@ from matplotlib.ticker import NullFormatter
 from scipy.stats import spearmanr
 
 from .. import flattest_outer_weights, get_activation
+from ..data import multi_index_product, single_index, sum_of_single_index
 from ..errors import InfeasibleInterpolationError
 from ..flattest import feature_matrix
-from ..data import multi_index_product, single_index, sum_of_single_index
 from ..interpolators import directions_with_alignment
 from ..search import interpolator_report
 from ..stats import mean_interval

@@ -18,14 +18,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from matplotlib.figure import Figure
 import torch
+from matplotlib.figure import Figure
 
-from .. import flattest_outer_weights, get_activation, hessian_trace, min_flatness, optimal_rescaling
+from .. import (
+    flattest_outer_weights,
+    get_activation,
+    hessian_trace,
+    min_flatness,
+    optimal_rescaling,
+)
 from ..data import population_loss, single_index
 from ..flatness import trace_coefficients
 from ..interpolators import orthogonal_directions, teacher_and_random_directions
-from ..style import DISPLAY_NAME, ROLE, book_style, legend_below, new_figure, no_minor_labels
+from ..style import (
+    DISPLAY_NAME,
+    ROLE,
+    book_style,
+    finish_panels,
+    new_figure,
+)
 from .runner import map_points
 
 
@@ -139,9 +151,7 @@ def plot_orbit_curves(tables: dict) -> Figure:
             upsilon = min(r["formula"] for r in curves if r["activation"] == name)
             ax.plot([1.0], [upsilon], "*", color=ROLE["bound"], ms=11, label=r"$\Upsilon$ (closed form)")
             ax.set(xscale="log", yscale="log", xlabel=r"rescaling $\alpha$", title=DISPLAY_NAME[name])
-        axes[0].set_ylabel(r"$\mathrm{Tr}\,\nabla^2 F_S$")
-        legend_below(fig, axes, ncol=3)
-        no_minor_labels(*axes)
+        finish_panels(fig, axes, r"$\mathrm{Tr}\,\nabla^2 F_S$", legend_ncol=3)
     return fig
 
 
@@ -164,7 +174,5 @@ def plot_paradox(tables: dict) -> Figure:
                         label=f"{r['interpolator']}: sharpened")
             ax.set(xscale="log", yscale="log", xlabel=r"$\mathrm{Tr}\,\nabla^2F_S$ over the symmetry orbit",
                    title=DISPLAY_NAME[name], xlim=(0.3 * min(r["upsilon"] for r in sel), right * 1.5))
-        axes[0].set_ylabel("population loss $F(w)$")
-        legend_below(fig, axes, ncol=2)
-        no_minor_labels(*axes)
+        finish_panels(fig, axes, "population loss $F(w)$", legend_ncol=2)
     return fig
