@@ -20,9 +20,15 @@ from chapters_to_notebooks import toc_files  # noqa: E402
 pytestmark = pytest.mark.book
 
 
+SOURCE_SUFFIXES = {".py", ".md", ".bib", ".yml", ".js", ".css"}
+
+
 def newest_source_mtime() -> float:
+    """Newest change to what the book is built from (not caches, bytecode or install metadata)."""
     sources = [ROOT / "_config.yml", ROOT / "_toc.yml"]
-    sources += [p for folder in ("book", "src") for p in (ROOT / folder).rglob("*") if p.is_file()]
+    sources += [p for folder in ("book", "src") for p in (ROOT / folder).rglob("*")
+                if p.is_file() and p.suffix in SOURCE_SUFFIXES
+                and not any(part == "__pycache__" or part.endswith(".egg-info") for part in p.parts)]
     return max(p.stat().st_mtime for p in sources)
 
 

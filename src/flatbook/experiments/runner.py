@@ -25,11 +25,22 @@ import json
 import os
 from pathlib import Path
 
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from ..errors import FlatbookInputError
 
 BACKENDS = ("loky", "dask")
+
+#: points computed and points read from the cache since the last :func:`cache_report`
+_COUNTS = {"computed": 0, "cached": 0}
+
+
+def cache_report() -> str:
+    """How many points were computed and how many came from the cache since the last report."""
+    computed, cached = _COUNTS["computed"], _COUNTS["cached"]
+    _COUNTS.update(computed=0, cached=0)
+    where = f" ({cache_dir()})" if cached else ""
+    return f"{computed} configuration points computed, {cached} read from the cache{where}"
 
 
 @functools.lru_cache(maxsize=1)
@@ -98,6 +109,8 @@ def map_points(function, config, points: list[dict], *, experiment: str, jobs: i
              for p in points]
     results = [_load(path) if path is not None and path.exists() else None for path in paths]
     todo = [i for i, result in enumerate(results) if result is None]
+    _COUNTS["cached"] += len(points) - len(todo)
+    _COUNTS["computed"] += len(todo)
     bar = tqdm(total=len(points), initial=len(points) - len(todo), desc=desc or experiment, disable=None)
 
     def finish(i, result):
