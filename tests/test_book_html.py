@@ -7,7 +7,9 @@ of its sources, so a stale build can never pass.
 import re
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pytest
 import yaml
@@ -81,3 +83,45 @@ def test_bundled_mathjax_is_shipped(html_dir):
 def test_glued_numbers_are_rendered(html_dir):
     text = (html_dir / "book" / "notation.html").read_text()
     assert re.search(r'largest relative difference is <span class="pasted-text">\d\.\de-\d\d</span>', text)
+
+
+class _Anchors(HTMLParser):
+    """Collects the ids and the link targets of one HTML page."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids, self.links = set(), []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.ids.add(attrs["id"])
+        if tag == "a" and attrs.get("href"):
+            self.links.append(attrs["href"])
+
+
+def _parse(path: Path) -> _Anchors:
+    parser = _Anchors()
+    parser.feed(path.read_text())
+    return parser
+
+
+def test_internal_links_resolve(html_dir):
+    """Every link inside the built site points at an existing page and, with a #fragment, an existing id."""
+    pages = {path: _parse(path) for path in html_dir.rglob("*.html") if "_static" not in path.parts}
+    broken = []
+    for page, parsed in pages.items():
+        for href in parsed.links:
+            target, _, fragment = href.partition("#")
+            if urlparse(target).scheme or target.startswith("//"):
+                continue  # external: checked by the separate, non-blocking link check
+            path = (page.parent / unquote(target)).resolve() if target else page
+            if path.is_dir():
+                path = path / "index.html"
+            if not path.exists():
+                broken.append(f"{page.relative_to(html_dir)} -> {href} (no such file)")
+            elif fragment and path.suffix == ".html":
+                ids = pages[path].ids if path in pages else _parse(path).ids
+                if fragment not in ids:
+                    broken.append(f"{page.relative_to(html_dir)} -> {href} (no such anchor)")
+    assert not broken, "\n".join(broken)
