@@ -35,7 +35,7 @@ from ..interpolators import (
     random_directions,
 )
 from ..search import dictionary_search, direct_search, interpolator_report
-from ..stats import loglog_slope, mean_interval
+from ..stats import slope_across_seeds
 from ..style import (
     DISPLAY_NAME,
     ROLE,
@@ -125,12 +125,8 @@ def slopes(runs: list[dict], config: Config) -> list[dict]:
     for name in config.activations:
         c = get_activation(name).degree
         for rho in config.bad_alignments:
-            per_seed = []
-            for s in range(config.seeds):
-                sel = [r for r in runs if r["activation"] == name and r["method"] == "bad" and r["rho"] == rho
-                       and r["seed"] == config.seed + 100 * s]
-                per_seed.append(loglog_slope([r["n"] for r in sel], [r["upsilon"] / r["best_upsilon"] for r in sel]))
-            mean, low, high = mean_interval(per_seed)
+            sel = [r for r in runs if r["activation"] == name and r["method"] == "bad" and r["rho"] == rho]
+            mean, low, high = slope_across_seeds(sel, "n", lambda r: r["upsilon"] / r["best_upsilon"])
             rows.append({"activation": name, "rho": rho, "slope": mean, "low": low, "high": high,
                          "theory": c / (c + 1)})
     return rows

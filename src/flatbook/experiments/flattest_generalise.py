@@ -30,7 +30,7 @@ from .. import get_activation
 from ..data import multi_index_product, sum_of_single_index
 from ..interpolators import random_directions
 from ..search import dictionary_search, direct_search, interpolator_report
-from ..stats import loglog_slope, mean_interval
+from ..stats import slope_across_seeds
 from ..style import PALETTE, ROLE, book_style, legend_below, new_figure, no_minor_labels
 from .runner import map_points
 
@@ -104,19 +104,12 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
     runs = [row for rows in results for row in rows]
     rates = []
     for condition in CONDITIONS:
-        per_seed = []
-        for s in range(config.seeds):
-            sel = [r for r in runs if r["condition"] == condition and r["flattest"]
-                   and r["seed"] == config.seed + 100 * s]
-            per_seed.append(loglog_slope([r["n"] for r in sel], [max(r["excess_loss"], 1e-12) for r in sel]))
-        mean, low, high = mean_interval(per_seed)
+        sel = [r for r in runs if r["condition"] == condition and r["flattest"]]
+        mean, low, high = slope_across_seeds(sel, "n", lambda r: max(r["excess_loss"], 1e-12))
         rates.append({"condition": condition, "rate": mean, "low": low, "high": high,
                       "theory": predicted_rate(condition)})
     balance = [r for r in runs if r["condition"] == "vanishing noise" and r["flattest"]]
-    per_seed = [loglog_slope([r["m"] for r in balance if r["seed"] == config.seed + 100 * s],
-                             [r["max_effective_weight"] for r in balance if r["seed"] == config.seed + 100 * s])
-                for s in range(config.seeds)]
-    mean, low, high = mean_interval(per_seed)
+    mean, low, high = slope_across_seeds(balance, "m", lambda r: r["max_effective_weight"])
     return {"runs": runs, "rates": rates,
             "balancedness": [{"slope": mean, "low": low, "high": high, "theory": -1.0}]}
 
