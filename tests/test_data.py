@@ -69,3 +69,27 @@ def test_teacher_validation():
         model.sample(0)
     with pytest.raises(FlatbookInputError, match="network has d = 4 but the teacher has d = 3"):
         population_loss(TwoLayerNet([1.0], [[1.0, 0, 0, 0]], "relu"), model)
+
+
+def test_teacher_student_classification_is_balanced_and_reproducible():
+    from flatbook.data import teacher_student_classification
+
+    data = teacher_student_classification(d=6, n=200, k=3, n_test=300, seed=4)
+    assert data.X.shape == (200, 6) and data.X_test.shape == (300, 6)
+    assert set(data.y.unique().tolist()) == {-1.0, 1.0}
+    assert abs(float(data.y.mean())) <= 0.02  # split at the median of the training outputs
+    again = teacher_student_classification(d=6, n=200, k=3, n_test=300, seed=4)
+    assert torch.equal(data.X, again.X) and torch.equal(data.y_test, again.y_test)
+    with pytest.raises(FlatbookInputError, match="need 1 <= k <= d teacher neurons"):
+        teacher_student_classification(d=2, n=10, k=3)
+
+
+def test_digits_parity_is_the_bundled_data_set():
+    from flatbook.data import digits_parity
+
+    data = digits_parity(n_train=500, seed=0)
+    assert data.X.shape == (500, 64) and data.X_test.shape == (1297, 64)
+    assert set(data.y.unique().tolist()) == {-1.0, 1.0}
+    assert torch.allclose(data.X.mean(0), torch.zeros(64, dtype=torch.float64), atol=1e-12)
+    with pytest.raises(FlatbookInputError, match="n_train must be an int"):
+        digits_parity(n_train=5000)

@@ -73,3 +73,16 @@ def test_device_variable_is_validated(monkeypatch):
     monkeypatch.setenv("FLATBOOK_DEVICE", "not-a-device")
     with pytest.raises(FlatbookInputError, match="FLATBOOK_DEVICE='not-a-device' is not a torch device"):
         TwoLayerNet([1.0], [[1.0]], "relu")
+
+
+def test_active_neurons_counts_the_weight_carrying_neurons():
+    net = TwoLayerNet(torch.tensor([5.0, -3.0, 1.0, 0.5, 0.0], dtype=torch.float64),
+                      torch.eye(5, 2, dtype=torch.float64) + 1.0, "relu")
+    weights = net.effective_outer_weights().abs()
+    order = torch.sort(weights, descending=True).values
+    share = torch.cumsum(order, 0) / order.sum()
+    assert net.active_neurons(1.0) == 4  # the zero neuron never counts
+    assert net.active_neurons(float(share[1])) == 2
+    assert net.active_neurons(0.99) == int((share < 0.99 * (1 - 1e-12)).sum()) + 1
+    with pytest.raises(FlatbookInputError, match=r"mass must lie in \(0, 1\]"):
+        net.active_neurons(0.0)

@@ -20,6 +20,7 @@ import math
 import torch
 
 from .errors import FlatbookInputError
+from .named import Named
 
 
 def _half_gaussian_moment(q: float) -> float:
@@ -27,10 +28,11 @@ def _half_gaussian_moment(q: float) -> float:
     return 2 ** (q / 2) * math.gamma((q + 1) / 2) / (2 * math.sqrt(math.pi))
 
 
-class HomogeneousActivation:
+class HomogeneousActivation(Named):
     """Base class: a positively ``degree``-homogeneous function applied elementwise."""
 
     name: str = "activation"
+    factory = "get_activation"
     degree: float = 1.0
 
     def __call__(self, z: torch.Tensor) -> torch.Tensor:
@@ -49,24 +51,9 @@ class HomogeneousActivation:
         """Exponent of the orbit-minimal flatness, p = 2c / (c + 1)."""
         return 2.0 * self.degree / (self.degree + 1.0)
 
-    def params(self) -> dict:
-        """Constructor parameters, for provenance and ``repr``."""
-        return {}
-
     def gaussian_moments(self) -> tuple[float, float, float]:
         """(E σ(g)², E σ'(g)², E σ'(g)² g²) for g ~ N(0, 1), in closed form."""
         raise NotImplementedError
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
-        return f"get_activation({self.name!r}{', ' if args else ''}{args})"
-
-    def __eq__(self, other) -> bool:
-        return (isinstance(other, HomogeneousActivation) and self.name == other.name
-                and self.params() == other.params())
-
-    def __hash__(self) -> int:
-        return hash((self.name, tuple(sorted(self.params().items()))))
 
 
 class LeakyReLU(HomogeneousActivation):

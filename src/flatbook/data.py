@@ -184,3 +184,61 @@ def population_loss(net, model: MultiIndexModel, n_test: int = 200_000, seed: in
     mean = total / n_test
     var = max(total_sq / n_test - mean**2, 0.0) * n_test / (n_test - 1)
     return PopulationLoss(mean + model.bayes_risk, math.sqrt(var / n_test), model.bayes_risk, n_test)
+
+
+@dataclass(frozen=True)
+class LabelledData:
+    """A binary classification task: training and test inputs with labels in {−1, +1}."""
+
+    X: torch.Tensor
+    y: torch.Tensor
+    X_test: torch.Tensor
+    y_test: torch.Tensor
+    description: str
+
+
+def teacher_student_classification(d: int, n: int, k: int = 3, n_test: int = 5_000,
+                                   seed: int = 0) -> LabelledData:
+    """Labels y = sign(Σ_k s_k ReLU(⟨θ*_k, x⟩) − b) of a ReLU teacher with k orthonormal neurons.
+
+    The signs s_k alternate (+, −, +, ...) and b is the median of the teacher's
+    output, so the classes are balanced and the task is not linear; x ~ N(0, I_d).
+    """
+    if not (isinstance(k, int) and 1 <= k <= d):
+        raise FlatbookInputError(f"need 1 <= k <= d teacher neurons, got k={k!r}, d={d!r}.")
+    for name, value in (("n", n), ("n_test", n_test)):
+        if not (isinstance(value, int) and value >= 1):
+            raise FlatbookInputError(f"{name} must be a positive int, got {value!r}.")
+    theta_star = random_orthonormal(k, d, seed)
+    signs = torch.tensor([(-1.0) ** i for i in range(k)], dtype=DTYPE, device=theta_star.device)
+    gen = _generator(seed + 1)
+    X = torch.randn(n + n_test, d, generator=gen, dtype=DTYPE).to(theta_star.device)
+    teacher = torch.relu(X @ theta_star.T) @ signs
+    y = torch.sign(teacher - torch.median(teacher[:n]))
+    y[y == 0] = 1.0
+    return LabelledData(X[:n], y[:n], X[n:], y[n:],
+                        f"ReLU teacher with {k} neurons (signs {signs.tolist()}), d={d}, n={n}")
+
+
+def digits_parity(n_train: int = 1_000, seed: int = 0) -> LabelledData:
+    """scikit-learn's 8×8 handwritten digits (1797 images, shipped with the package), even (+1) vs odd (−1).
+
+    A random split with ``n_train`` training images; pixels are centred by the
+    training mean and scaled by the training standard deviation (one number).
+    """
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError as exc:
+        raise FlatbookInputError("digits_parity needs scikit-learn: pip install scikit-learn.") from exc
+    images, labels = load_digits(return_X_y=True)
+    if not (isinstance(n_train, int) and 1 <= n_train < len(labels)):
+        raise FlatbookInputError(f"n_train must be an int in [1, {len(labels) - 1}], got {n_train!r}.")
+    order = torch.randperm(len(labels), generator=_generator(seed))
+    X = torch.as_tensor(images, dtype=DTYPE)[order]
+    y = torch.as_tensor(1.0 - 2.0 * (labels % 2), dtype=DTYPE)[order]
+    mean = X[:n_train].mean(dim=0)
+    scale = (X[:n_train] - mean).std()
+    X = ((X - mean) / scale).to(default_device())
+    y = y.to(X.device)
+    return LabelledData(X[:n_train], y[:n_train], X[n_train:], y[n_train:],
+                        f"digits even vs odd, {n_train} training and {len(labels) - n_train} test images")

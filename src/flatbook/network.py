@@ -106,6 +106,16 @@ class TwoLayerNet:
         """ã_j = a_j ‖θ_j‖^c, invariant under the rescaling symmetry."""
         return self.a * self.inner_norms() ** self.activation.degree
 
+    def active_neurons(self, mass: float = 0.99) -> int:
+        """The fewest neurons whose |ã_j| = |a_j| ‖θ_j‖^c add up to ``mass`` of Σ_j |ã_j| (a sparsity count)."""
+        if not 0 < mass <= 1:
+            raise FlatbookInputError(f"mass must lie in (0, 1], got {mass!r}.")
+        weights = torch.sort(self.effective_outer_weights().abs(), descending=True).values
+        total = float(weights.sum())
+        if total == 0:
+            return 0
+        return int(torch.searchsorted(torch.cumsum(weights, 0), mass * total * (1 - 1e-12))) + 1
+
     def alignment(self, theta_star) -> torch.Tensor:
         """ρ_j = ‖P_{Θ*} θ_j‖ / ‖θ_j‖, with P_{Θ*} the projection onto the row span of Θ*.
 

@@ -1,0 +1,214 @@
+"""Full-batch training of the two-layer network by layer-wise mirror descent (gradient descent included).
+
+Each layer has its own potential (:mod:`flatbook.mirror`); one step is
+``∇R_a(a⁺) = ∇R_a(a) − η ∇_a L`` and ``∇R_θ(θ⁺) = ∇R_θ(θ) − η ∇_θ L`` (book,
+chapter 6, eq. ``eq-mirror-descent``); the Euclidean potential on both layers
+is plain gradient descent.  ``L(w) = (1/n) Σ_i ℓ(h(w, x_i), y_i)`` with the
+square loss (regression, no ½, as everywhere in the book) or the logistic or
+exponential loss of the margin ``y_i h(w, x_i)`` (classification).
+
+Step sizes: a fixed ``step`` (what the balance check of chapter 6 needs), or
+``adaptive=True``: backtracking that halves a step until the loss decreases and
+grows the next one by ``growth``.  For exponentially-tailed losses the accepted
+steps grow like 1/L, so the flow time ``t = Σ_k η_k`` reaches the very late
+phase of training, where the direction converges, in thousands of steps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .backend import check_data
+from .errors import FlatbookInputError, SolverError
+from .mirror import Potential, get_potential, mirror_step
+from .network import TwoLayerNet
+
+
+class OutputLoss:
+    """A loss ℓ(h, y) of one output, averaged over the data: value and derivative in h."""
+
+    name = "loss"
+
+    def value(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def derivative(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """∂L/∂h_i = ℓ'(h_i, y_i)/n."""
+        raise NotImplementedError
+
+
+class SquareLoss(OutputLoss):
+    """L = (1/n) Σ (h_i − y_i)² (no ½, the book's F_S)."""
+
+    name = "square"
+
+    def value(self, out, y):
+        return ((out - y) ** 2).mean()
+
+    def derivative(self, out, y):
+        return 2 * (out - y) / out.shape[0]
+
+
+class LogisticLoss(OutputLoss):
+    """L = (1/n) Σ log(1 + exp(−y_i h_i)), labels ±1."""
+
+    name = "logistic"
+
+    def value(self, out, y):
+        return torch.nn.functional.softplus(-y * out).mean()
+
+    def derivative(self, out, y):
+        return -y * torch.sigmoid(-y * out) / out.shape[0]
+
+
+class ExponentialLoss(OutputLoss):
+    """L = (1/n) Σ exp(−y_i h_i), labels ±1."""
+
+    name = "exponential"
+
+    def value(self, out, y):
+        return torch.exp(-y * out).mean()
+
+    def derivative(self, out, y):
+        return -y * torch.exp(-y * out) / out.shape[0]
+
+
+LOSSES = {loss.name: loss for loss in (SquareLoss(), LogisticLoss(), ExponentialLoss())}
+
+
+def get_loss(name) -> OutputLoss:
+    """The loss called ``name`` (square, logistic, exponential); an OutputLoss is returned unchanged."""
+    if isinstance(name, OutputLoss):
+        return name
+    if name not in LOSSES:
+        raise FlatbookInputError(f"unknown loss {name!r}; choose one of {', '.join(LOSSES)}.")
+    return LOSSES[name]
+
+
+def _check_labels(loss: OutputLoss, y: torch.Tensor) -> None:
+    if loss.name != "square" and not bool(((y == 1) | (y == -1)).all()):
+        raise FlatbookInputError(
+            f"the {loss.name} loss needs labels in {{-1, +1}}; got values such as "
+            f"{sorted(set(y.unique().tolist()))[:5]}. Map classes to ±1 first.")
+
+
+@dataclass
+class _State:
+    """Parameters and the forward quantities reused by the next step."""
+
+    a: torch.Tensor
+    theta: torch.Tensor
+    pre: torch.Tensor   # X θᵀ
+    out: torch.Tensor   # h(w, x_i)
+    loss: float
+
+
+def _state(a, theta, X, y, activation, loss) -> _State:
+    pre = X @ theta.T
+    out = activation(pre) @ a
+    return _State(a, theta, pre, out, float(loss.value(out, y)))
+
+
+def loss_gradients(state: _State, X, y, activation, loss) -> tuple[torch.Tensor, torch.Tensor]:
+    """(∇_a L, ∇_θ L): ∂L/∂a_j = Σ_i g_i σ(⟨θ_j, x_i⟩), ∂L/∂θ_j = a_j Σ_i g_i σ'(⟨θ_j, x_i⟩) x_i, g = ∂L/∂h."""
+    g = loss.derivative(state.out, y)
+    grad_a = activation(state.pre).T @ g
+    grad_theta = ((g[:, None] * activation.derivative(state.pre)) * state.a[None, :]).T @ X
+    return grad_a, grad_theta
+
+
+@dataclass
+class TrainingRun:
+    """The trained network, its logged trajectory and why training stopped."""
+
+    net: TwoLayerNet
+    history: list[dict] = field(default_factory=list)
+    steps: int = 0
+    time: float = 0.0       #: flow time Σ_k η_k
+    stopped: str = ""       #: "target_loss", "max_steps", "max_time" or "stop_when"
+
+
+def log_steps(max_steps: int, n_logs: int) -> set[int]:
+    """Step numbers on a geometric grid from 0 to ``max_steps`` (where the trajectory is recorded)."""
+    return {0, max_steps} | set(np.unique(np.geomspace(1, max(1, max_steps), n_logs).astype(int)).tolist())
+
+
+def mirror_descent(net: TwoLayerNet, X, y, *, loss="logistic", outer: Potential | str = "euclidean",
+                   inner: Potential | str | None = None, step: float = 0.1, adaptive: bool = True,
+                   growth: float = 1.5, max_steps: int = 10_000, target_loss: float | None = None,
+                   max_time: float | None = None, n_logs: int = 80,
+                   record: Callable[[TwoLayerNet], dict] | None = None,
+                   stop_when: Callable[[TwoLayerNet], bool] | None = None) -> TrainingRun:
+    """Train ``net`` by layer-wise mirror descent with potentials ``outer`` (on a) and ``inner`` (on θ).
+
+    ``inner`` defaults to ``outer``.  Stops at ``target_loss``, after ``max_steps``
+    or at flow time ``max_time``, or when ``stop_when(net)`` is true at a logged
+    step.  ``history`` has, at the steps of :func:`log_steps`, the step, flow
+    time, loss, step size and whatever ``record(net)`` returns.
+    """
+    X, y = check_data(X, y, net.input_dim)
+    loss = get_loss(loss)
+    _check_labels(loss, y)
+    outer = get_potential(outer)
+    inner = outer if inner is None else get_potential(inner)
+    if not (math.isfinite(step) and step > 0):
+        raise FlatbookInputError(f"step must be a finite number > 0, got {step!r}.")
+    if adaptive and not growth >= 1:
+        raise FlatbookInputError(f"growth must be >= 1 (how much the next step may grow), got {growth!r}.")
+    activation = net.activation
+    state = _state(net.a, net.theta, X, y, activation, loss)
+    run = TrainingRun(net=net)
+    logged = log_steps(max_steps, n_logs)
+
+    def log(current: TwoLayerNet, eta: float) -> None:
+        row = {"step": run.steps, "time": run.time, "loss": state.loss, "step_size": eta}
+        if record is not None:
+            row.update(record(current))
+        run.history.append(row)
+
+    eta = step
+    log(net, eta)
+    while True:
+        if target_loss is not None and state.loss <= target_loss:
+            run.stopped = "target_loss"
+            break
+        if run.steps >= max_steps:
+            run.stopped = "max_steps"
+            break
+        if max_time is not None and run.time >= max_time:
+            run.stopped = "max_time"
+            break
+        grad_a, grad_theta = loss_gradients(state, X, y, activation, loss)
+        for _ in range(200):
+            trial = _state(mirror_step(outer, state.a, grad_a, eta), mirror_step(inner, state.theta, grad_theta, eta),
+                           X, y, activation, loss)
+            if not adaptive or trial.loss <= state.loss:
+                break
+            eta /= 2
+        else:
+            raise SolverError(f"mirror descent could not decrease the loss {state.loss:.3e} at step {run.steps} "
+                              "even with a step 2^-200 times the last one; the gradient is likely wrong.")
+        if not math.isfinite(trial.loss):
+            raise SolverError(f"mirror descent diverged at step {run.steps} (loss {trial.loss}) with a fixed "
+                              f"step {eta:.3g}; lower `step` or pass adaptive=True.")
+        improved = trial.loss < state.loss
+        state = trial
+        run.steps += 1
+        run.time += eta
+        if run.steps in logged or (target_loss is not None and state.loss <= target_loss):
+            current = TwoLayerNet(state.a, state.theta, activation)
+            log(current, eta)
+            if stop_when is not None and stop_when(current):
+                run.stopped = "stop_when"
+                break
+        if adaptive and improved:  # a flat stretch (e.g. a point no ReLU sees) does not inflate the step
+            eta *= growth
+    run.net = TwoLayerNet(state.a, state.theta, activation)
+    if run.history[-1]["step"] != run.steps:
+        log(run.net, eta)
+    return run

@@ -1,0 +1,92 @@
+"""Layer-wise mirror descent: exact gradients, gradient descent as a special case, step control, errors."""
+
+import pytest
+import torch
+
+from flatbook import TwoLayerNet, get_activation
+from flatbook.data import teacher_student_classification
+from flatbook.errors import FlatbookInputError, SolverError
+from flatbook.training import (
+    _state,
+    get_loss,
+    log_steps,
+    loss_gradients,
+    mirror_descent,
+)
+
+
+def problem(activation="relu", n=25, m=6, d=3, seed=0, classification=True):
+    data = teacher_student_classification(d, n, k=2, n_test=1, seed=seed)
+    X = data.X
+    y = data.y if classification else X[:, 0] ** 2
+    gen = torch.Generator().manual_seed(seed)
+    net = TwoLayerNet(0.5 * torch.randn(m, generator=gen, dtype=torch.float64),
+                      0.5 * torch.randn(m, d, generator=gen, dtype=torch.float64), activation)
+    return net, X, y
+
+
+@pytest.mark.parametrize("loss_name", ["square", "logistic", "exponential"])
+@pytest.mark.parametrize("activation", ["relu", "leaky_relu", "quadratic"])
+def test_gradients_match_autograd(loss_name, activation):
+    net, X, y = problem(activation, classification=loss_name != "square")
+    loss, act = get_loss(loss_name), get_activation(activation)
+    a, theta = net.a.clone().requires_grad_(True), net.theta.clone().requires_grad_(True)
+    value = loss.value(act(X @ theta.T) @ a, y)
+    grad_a, grad_theta = torch.autograd.grad(value, (a, theta))
+    ours = loss_gradients(_state(net.a, net.theta, X, y, act, loss), X, y, act, loss)
+    assert torch.allclose(ours[0], grad_a, rtol=1e-12, atol=1e-15)
+    assert torch.allclose(ours[1], grad_theta, rtol=1e-12, atol=1e-15)
+
+
+def test_euclidean_fixed_step_is_gradient_descent():
+    net, X, y = problem()
+    run = mirror_descent(net, X, y, loss="logistic", outer="euclidean", step=0.05, adaptive=False, max_steps=7)
+    a, theta = net.a.clone(), net.theta.clone()
+    act, loss = get_activation("relu"), get_loss("logistic")
+    for _ in range(7):
+        grad_a, grad_theta = loss_gradients(_state(a, theta, X, y, act, loss), X, y, act, loss)
+        a, theta = a - 0.05 * grad_a, theta - 0.05 * grad_theta
+    assert torch.allclose(run.net.a, a, rtol=1e-13) and torch.allclose(run.net.theta, theta, rtol=1e-13)
+    assert run.steps == 7 and run.time == pytest.approx(0.35) and run.stopped == "max_steps"
+
+
+@pytest.mark.parametrize("outer", ["euclidean", "hyperbolic_entropy", "p_norm"])
+def test_adaptive_steps_decrease_the_loss_to_the_target(outer):
+    net, X, y = problem(m=12)
+    run = mirror_descent(net, X, y, outer=outer, target_loss=1e-6, max_steps=5000,
+                         record=lambda current: {"width": current.width})
+    losses = [row["loss"] for row in run.history]
+    assert all(b <= a for a, b in zip(losses, losses[1:]))
+    assert run.stopped == "target_loss" and losses[-1] <= 1e-6 < losses[-2]
+    assert all(row["width"] == 12 for row in run.history)
+    assert run.history[-1]["step"] == run.steps and run.history[0]["time"] == 0
+
+
+def test_regression_with_the_square_loss_and_stopping_rules():
+    net, X, y = problem(classification=False)
+    run = mirror_descent(net, X, y, loss="square", outer="euclidean", max_time=3.0, max_steps=10**5)
+    assert run.stopped == "max_time" and run.time >= 3.0
+    assert run.history[-1]["loss"] < run.history[0]["loss"]
+    stopped = mirror_descent(net, X, y, loss="square", max_steps=10**4, stop_when=lambda current: True)
+    assert stopped.stopped == "stop_when" and stopped.steps == 1
+
+
+def test_log_steps_are_geometric():
+    steps = sorted(log_steps(10_000, 20))
+    assert steps[0] == 0 and steps[-1] == 10_000 and len(steps) <= 22
+    assert steps[-2] / steps[-3] == pytest.approx(steps[-3] / steps[-4], rel=0.2)
+
+
+def test_errors_say_what_to_do():
+    net, X, y = problem()
+    with pytest.raises(FlatbookInputError, match=r"labels in \{-1, \+1\}"):
+        mirror_descent(net, X, (y + 1) / 2, loss="logistic")
+    with pytest.raises(FlatbookInputError, match="unknown loss 'hinge'"):
+        mirror_descent(net, X, y, loss="hinge")
+    with pytest.raises(FlatbookInputError, match="step must be a finite number > 0"):
+        mirror_descent(net, X, y, step=0.0)
+    with pytest.raises(FlatbookInputError, match="X has 3 columns but the network's inner weights have d = 2"):
+        mirror_descent(TwoLayerNet(net.a, net.theta[:, :2]), X, y)
+    big, Xb, yb = problem(classification=False)
+    with pytest.raises(SolverError, match="diverged .* lower `step` or pass adaptive=True"):
+        mirror_descent(big, 30 * Xb, yb, loss="square", step=10.0, adaptive=False, max_steps=200)
