@@ -107,3 +107,48 @@ def test_flattest_generalise_tables():
     assert flattest_generalise.predicted_rate("multi-index") == 0.0
     for fig in (flattest_generalise.plot_excess_loss(tables), flattest_generalise.plot_balancedness(tables)):
         assert isinstance(fig, Figure) and all(ax.has_data() for ax in fig.axes)
+
+
+def test_mirror_flow_tables():
+    from flatbook.experiments import mirror_flow
+
+    config = mirror_flow.CONFIGS["smoke"]
+    tables = mirror_flow.run(config)
+    labels = [label for label, _, _ in mirror_flow.MAIN_POTENTIALS]
+    assert {r["potential"] for r in tables["solutions"]} == set(labels)
+    for row in tables["solutions"]:
+        assert row["train_accuracy"] == 1.0 and row["loss"] <= config.target_loss
+        assert row["neuron_weights"] == sorted(row["neuron_weights"], reverse=True)
+        assert 1 <= row["active"] <= config.m and "parameters" not in row
+    for label in labels:  # the balance drift shrinks with the step (first order)
+        rows = sorted((r for r in tables["balance"] if r["potential"] == label), key=lambda r: r["step"])
+        assert rows[0]["drift"] < rows[-1]["drift"]
+    betas = [r["beta"] for r in tables["sparsification"]]
+    assert betas == [None, *config.betas]
+    gd = tables["sparsification"][0]
+    assert gd["cosine_with_gd"] == pytest.approx(1.0) and gd["target_active"] >= 1
+    assert len(tables["cosines"]) == 3 * config.seeds + 3
+    assert {r["pruned"] for r in tables["digits"]} == {"neurons", "weights"}
+    for fig in (mirror_flow.plot_margins(tables), mirror_flow.plot_neurons(tables), mirror_flow.plot_balance(tables),
+                mirror_flow.plot_slow(tables), mirror_flow.plot_digits(tables)):
+        assert isinstance(fig, Figure) and all(ax.has_data() for ax in fig.axes)
+
+
+def test_prune_removes_the_smallest_neurons_and_weights():
+    import torch
+
+    from flatbook import TwoLayerNet
+    from flatbook.experiments.mirror_flow import prune
+
+    net = TwoLayerNet(torch.tensor([4.0, -0.1, 2.0, 0.5], dtype=torch.float64),
+                      torch.tensor([[1.0, 0.2], [3.0, 0.0], [0.5, -0.5], [1.0, 1.0]], dtype=torch.float64))
+    half = prune(net, 0.5, "neurons")  # |a_j| ||θ_j||: 4.08, 0.3, 1.41, 0.71
+    assert half.a.tolist() == [4.0, 0.0, 2.0, 0.0] and torch.equal(half.theta, net.theta)
+    weights = prune(net, 0.5, "weights")
+    assert weights.a.tolist() == [4.0, 0.0, 2.0, 0.0]
+    assert int((weights.theta == 0).sum()) == 4 and float(weights.theta.abs().min()) == 0.0
+    assert float(prune(net, 1.0, "neurons")(torch.ones(3, 2, dtype=torch.float64)).abs().max()) == 0.0
+    with pytest.raises(FlatbookInputError, match="Choose 'neurons' or 'weights'"):
+        prune(net, 0.5, "layers")
+    with pytest.raises(FlatbookInputError, match=r"fraction must lie in \[0, 1\]"):
+        prune(net, 1.5, "neurons")

@@ -61,6 +61,16 @@ _SPECS = [
                "Rank correlation of flatness and population loss per setting"),
     FigureSpec("ch5-beyond", "book/05-experiments.md", "paper_experiments", "plot_beyond",
                "Rank correlation against label noise and against the width ratio"),
+    FigureSpec("ch6-margins", "book/06-mirror-flow.md", "mirror_flow", "plot_margins",
+               "Normalised margins along training for three mirror potentials"),
+    FigureSpec("ch6-neurons", "book/06-mirror-flow.md", "mirror_flow", "plot_neurons",
+               "Sorted per-neuron weights: sparse (hyperbolic entropy) and dense (GD, p = 3)"),
+    FigureSpec("ch6-balance", "book/06-mirror-flow.md", "mirror_flow", "plot_balance",
+               "Drift of the balance equation against the step size"),
+    FigureSpec("ch6-slow", "book/06-mirror-flow.md", "mirror_flow", "plot_slow",
+               "Hyperbolic entropy: time to the sparse solution against the scale"),
+    FigureSpec("ch6-digits", "book/06-mirror-flow.md", "mirror_flow", "plot_digits",
+               "Handwritten digits: test accuracy against magnitude pruning"),
 ]
 REGISTRY: dict[str, FigureSpec] = {spec.id: spec for spec in _SPECS}
 
