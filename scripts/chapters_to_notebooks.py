@@ -1,9 +1,13 @@
 """Write every chapter of the book (the jupytext MyST files in _toc.yml) as a .ipynb notebook.
 
-    python scripts/chapters_to_notebooks.py OUTDIR
+    python scripts/chapters_to_notebooks.py OUTDIR             # no outputs
+    python scripts/chapters_to_notebooks.py OUTDIR --execute   # run each, keep the outputs
 
-The notebooks keep the chapters' folder layout under OUTDIR and have no outputs;
-open one in Jupyter, or run ``pytest --nbval-lax OUTDIR`` to execute them all.
+The notebooks keep the chapters' folder layout under OUTDIR.  Without
+``--execute`` they have no outputs: open one in Jupyter, or run
+``pytest --nbval-lax OUTDIR`` to execute them all.  With ``--execute`` each is
+run top to bottom (from the repository root, as the book build does) and saved
+with its outputs, for readers who want plain notebooks.
 """
 
 import argparse
@@ -40,12 +44,20 @@ def chapters() -> list[Path]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("outdir", type=Path)
+    parser.add_argument("--execute", action="store_true", help="run every notebook and keep its outputs")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per cell when executing (default 600)")
     args = parser.parse_args()
     for path in chapters():
         target = args.outdir / path.relative_to(ROOT).with_suffix(".ipynb")
         target.parent.mkdir(parents=True, exist_ok=True)
-        jupytext.write(jupytext.read(path), target)
-        print(f"{path.relative_to(ROOT)} -> {target}")
+        notebook = jupytext.read(path)
+        if args.execute:
+            from nbclient import NotebookClient
+
+            NotebookClient(notebook, timeout=args.timeout, kernel_name="python3",
+                           resources={"metadata": {"path": str(ROOT)}}).execute()
+        jupytext.write(notebook, target)
+        print(f"{path.relative_to(ROOT)} -> {target}{' (executed)' if args.execute else ''}")
 
 
 if __name__ == "__main__":

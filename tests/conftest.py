@@ -1,9 +1,19 @@
 """Shared fixtures: small, seeded problems in float64 on the CPU."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
+import yaml
 
 from flatbook import TwoLayerNet, get_activation
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "_build" / "html"
+sys.path.insert(0, str(ROOT / "scripts"))
+from chapters_to_notebooks import toc_files  # noqa: E402
 
 ACTIVATION_CASES = [
     ("relu", {}),
@@ -38,3 +48,31 @@ def random_problem(activation, n=9, m=7, d=4, seed=0):
 
     net = TwoLayerNet(randn(m), randn(m, d), activation)
     return net, randn(n, d), randn(n)
+
+
+SOURCE_SUFFIXES = {".py", ".md", ".bib", ".yml", ".js", ".css"}
+
+
+def newest_source_mtime() -> float:
+    """Newest change to what the book is built from (not caches, bytecode or install metadata)."""
+    sources = [ROOT / "_config.yml", ROOT / "_toc.yml"]
+    sources += [p for folder in ("book", "src") for p in (ROOT / folder).rglob("*")
+                if p.is_file() and p.suffix in SOURCE_SUFFIXES
+                and not any(part == "__pycache__" or part.endswith(".egg-info") for part in p.parts)]
+    return max(p.stat().st_mtime for p in sources)
+
+
+@pytest.fixture(scope="session")
+def html_dir() -> Path:
+    """The built site, rebuilt first when it is missing or older than any source."""
+    index = HTML / "index.html"
+    if not index.exists() or index.stat().st_mtime < newest_source_mtime():
+        jupyter_book = Path(sys.executable).parent / "jupyter-book"
+        subprocess.run([str(jupyter_book), "build", str(ROOT), "--all", "-W", "-n", "--keep-going"],
+                       check=True, cwd=ROOT)
+    return HTML
+
+
+def toc_pages() -> list[str]:
+    """The book's pages in reading order, as paths without suffix (e.g. "book/intro")."""
+    return [name.removesuffix(".md") for name in toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))]

@@ -1,51 +1,18 @@
 """Checks of the built book (_build/html): every page exists, executed cleanly, renders math offline.
 
-The fixture builds the book first when _build/html is missing or older than any
-of its sources, so a stale build can never pass.
+The ``html_dir`` fixture (conftest.py) builds the book first when _build/html is
+missing or older than any of its sources, so a stale build can never pass.
 """
 
 import re
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
-import yaml
-
-ROOT = Path(__file__).resolve().parent.parent
-HTML = ROOT / "_build" / "html"
-sys.path.insert(0, str(ROOT / "scripts"))
-from chapters_to_notebooks import toc_files  # noqa: E402
+from conftest import toc_pages
 
 pytestmark = pytest.mark.book
-
-
-SOURCE_SUFFIXES = {".py", ".md", ".bib", ".yml", ".js", ".css"}
-
-
-def newest_source_mtime() -> float:
-    """Newest change to what the book is built from (not caches, bytecode or install metadata)."""
-    sources = [ROOT / "_config.yml", ROOT / "_toc.yml"]
-    sources += [p for folder in ("book", "src") for p in (ROOT / folder).rglob("*")
-                if p.is_file() and p.suffix in SOURCE_SUFFIXES
-                and not any(part == "__pycache__" or part.endswith(".egg-info") for part in p.parts)]
-    return max(p.stat().st_mtime for p in sources)
-
-
-@pytest.fixture(scope="module")
-def html_dir() -> Path:
-    index = HTML / "index.html"
-    if not index.exists() or index.stat().st_mtime < newest_source_mtime():
-        jupyter_book = Path(sys.executable).parent / "jupyter-book"
-        subprocess.run([str(jupyter_book), "build", str(ROOT), "--all", "-W", "-n", "--keep-going"],
-                       check=True, cwd=ROOT)
-    return HTML
-
-
-def toc_pages() -> list[str]:
-    return [name.removesuffix(".md") for name in toc_files(yaml.safe_load((ROOT / "_toc.yml").read_text()))]
 
 
 @pytest.mark.parametrize("page", toc_pages())
@@ -125,3 +92,65 @@ def test_internal_links_resolve(html_dir):
                 if fragment not in ids:
                     broken.append(f"{page.relative_to(html_dir)} -> {href} (no such anchor)")
     assert not broken, "\n".join(broken)
+
+
+#: (anchor on the notation page, regex that finds the symbol in a formula's TeX)
+SYMBOLS = [
+    ("sym-teacher", r"\\Theta\^\\star|f\^\\star"), ("sym-weights", r"\\theta_j"), ("sym-activation", r"\\sigma"),
+    ("sym-alpha", r"\\alpha_j"), ("sym-effective", r"\\tilde a"), ("sym-rho", r"\\rho"),
+    ("sym-loss", r"F_S|F\^\\star"), ("sym-trace", r"\\operatorname\{Tr\}"), ("sym-upsilon", r"\\Upsilon"),
+    ("sym-kappa", r"\\kappa"), ("sym-dual", r"\\Phi"), ("sym-potential", r"R\^\*|\\nabla R"),
+    ("sym-horizon", r"\\phi_\\alpha"), ("sym-balance", r"B_j"), ("sym-margin", r"\\gamma_"),
+]
+
+
+class _Formulas(HTMLParser):
+    """The formulas of a page's prose, in order, each with the link it sits in (None if none)."""
+
+    def __init__(self):
+        super().__init__()
+        self.formulas, self._links, self._math, self._code = [], [], None, 0
+
+    def handle_starttag(self, tag, attrs):
+        classes = (dict(attrs).get("class") or "").split()
+        if tag == "a":
+            self._links.append(dict(attrs).get("href"))
+        if self._code or "cell_input" in classes or tag == "pre":
+            self._code += 1
+        elif "math" in classes and self._math is None:
+            self._math = [tag, 1, ""]
+        elif self._math is not None and tag == self._math[0]:
+            self._math[1] += 1
+
+    def handle_endtag(self, tag):
+        if tag == "a" and self._links:
+            self._links.pop()
+        if self._code:
+            self._code -= 1
+        elif self._math is not None and tag == self._math[0]:
+            self._math[1] -= 1
+            if self._math[1] == 0:
+                self.formulas.append((self._math[2], self._links[-1] if self._links else None))
+                self._math = None
+
+    def handle_data(self, data):
+        if self._math is not None:
+            self._math[2] += data
+
+
+def test_notation_defines_every_linked_symbol(html_dir):
+    ids = _parse(html_dir / "book" / "notation.html").ids
+    assert {anchor for anchor, _ in SYMBOLS} <= ids
+
+
+@pytest.mark.parametrize("page", [p for p in toc_pages() if p.startswith("book/0")])
+def test_first_use_of_each_symbol_links_to_the_notation_page(html_dir, page):
+    parser = _Formulas()
+    parser.feed((html_dir / f"{page}.html").read_text())
+    assert parser.formulas, f"{page}: no formulas found"
+    unlinked = []
+    for anchor, pattern in SYMBOLS:
+        first = next(((tex, href) for tex, href in parser.formulas if re.search(pattern, tex)), None)
+        if first is not None and not (first[1] or "").endswith(f"notation.html#{anchor}"):
+            unlinked.append(f"{anchor}: first used in {first[0][:50]!r}, linked to {first[1]}")
+    assert not unlinked, f"{page}: " + "; ".join(unlinked)
