@@ -141,3 +141,21 @@ def test_bad_potentials_are_refused():
     assert math.isfinite(hash(get_potential("hyperbolic_entropy", beta=0.2)))
     assert "beta=0.2" in repr(get_potential("hyperbolic_entropy", beta=0.2))
     assert np.isclose(get_potential("p_norm", p=3).horizon_degree, 3)
+
+
+def test_weighted_potential_scales_each_coordinate():
+    from flatbook.mirror import Weighted
+
+    weights = torch.tensor([0.5, 2.0, 3.0], dtype=torch.float64)
+    base = get_potential("p_norm", p=4 / 3)
+    potential = Weighted(base, weights)
+    w = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64)
+    assert float(potential.value(w)) == pytest.approx(float((weights * w.abs() ** (4 / 3) / (4 / 3)).sum()))
+    assert torch.allclose(potential.inverse_mirror_map(potential.mirror_map(w)), w, rtol=1e-12)
+    z = torch.tensor([0.7], dtype=torch.float64)
+    one = Weighted(base, torch.tensor([2.5], dtype=torch.float64))
+    result = minimize_scalar(lambda v: -(0.7 * v - float(one.value(torch.tensor([v], dtype=torch.float64)))),
+                             bounds=(-50, 50), method="bounded", options={"xatol": 1e-12})
+    assert float(one.conjugate(z)) == pytest.approx(-result.fun, rel=1e-7)
+    with pytest.raises(FlatbookInputError, match="must all be > 0"):
+        Weighted(base, torch.tensor([1.0, 0.0], dtype=torch.float64))

@@ -90,3 +90,37 @@ def test_errors_say_what_to_do():
     big, Xb, yb = problem(classification=False)
     with pytest.raises(SolverError, match="diverged .* lower `step` or pass adaptive=True"):
         mirror_descent(big, 30 * Xb, yb, loss="square", step=10.0, adaptive=False, max_steps=200)
+
+
+def test_fixed_inner_weights_stay_fixed():
+    net, X, y = problem(classification=False)
+    run = mirror_descent(net, X, y, loss="square", train_inner=False, max_steps=50)
+    assert torch.equal(run.net.theta, net.theta) and not torch.equal(run.net.a, net.a)
+
+
+def test_sam_takes_the_gradient_at_the_perturbed_point():
+    net, X, y = problem(classification=False)
+    act, loss = get_activation("relu"), get_loss("square")
+    state = _state(net.a, net.theta, X, y, act, loss)
+    g_a, g_t = loss_gradients(state, X, y, act, loss)
+    norm = float(torch.sqrt((g_a**2).sum() + (g_t**2).sum()))
+    shifted = _state(net.a + 0.05 * g_a / norm, net.theta + 0.05 * g_t / norm, X, y, act, loss)
+    s_a, s_t = loss_gradients(shifted, X, y, act, loss)
+    run = mirror_descent(net, X, y, loss="square", step=0.01, adaptive=False, max_steps=1, sam_radius=0.05,
+                         perturbed_steps=1)
+    assert torch.allclose(run.net.a, net.a - 0.01 * s_a, rtol=1e-13)
+    assert torch.allclose(run.net.theta, net.theta - 0.01 * s_t, rtol=1e-13)
+
+
+def test_label_noise_perturbs_only_the_noisy_steps_and_is_seeded():
+    net, X, y = problem(classification=False)
+    kwargs = dict(loss="square", step=0.01, adaptive=False, max_steps=20)
+    plain = mirror_descent(net, X, y, **kwargs)
+    noisy = mirror_descent(net, X, y, label_noise=0.5, perturbed_steps=10, seed=3, **kwargs)
+    again = mirror_descent(net, X, y, label_noise=0.5, perturbed_steps=10, seed=3, **kwargs)
+    assert torch.equal(noisy.net.a, again.net.a)
+    assert not torch.allclose(noisy.net.a, plain.net.a)
+    silent = mirror_descent(net, X, y, label_noise=0.5, perturbed_steps=0, **kwargs)
+    assert torch.equal(silent.net.a, plain.net.a)
+    with pytest.raises(FlatbookInputError, match="pass adaptive=False with a fixed `step`"):
+        mirror_descent(net, X, y, loss="square", sam_radius=0.1)

@@ -252,6 +252,44 @@ class PNormPlusQuadratic(Potential):
         return {"p": self.p, "beta": self.beta}
 
 
+class Weighted(Potential):
+    """R(w) = Σ_i κ_i r(w_i) for a base potential r and positive weights κ (one per coordinate).
+
+    ∇R(w)_i = κ_i r'(w_i), ∇Q(z)_i = (r')^{-1}(z_i/κ_i), Q(z) = Σ_i κ_i q(z_i/κ_i).  With
+    r = |w|^p/p and κ the flatness weights, its minimum over interpolators is the
+    flattest interpolator of chapter 2 (book, chapter 7, eq. ``eq-mirror-solver``).
+    """
+
+    name = "weighted"
+
+    def __init__(self, base: Potential | str, weights):
+        from .backend import as_tensor
+
+        self.base = get_potential(base)
+        self.weights = as_tensor(weights, "weights", ndim=1)
+        if not bool((self.weights > 0).all()):
+            raise FlatbookInputError("the weights of a weighted potential must all be > 0.")
+        self.horizon_degree = self.base.horizon_degree
+
+    def _r(self, w):
+        return self.weights * self.base._r(w)
+
+    def _dr(self, w):
+        return self.weights * self.base._dr(w)
+
+    def _d2r(self, w):
+        return self.weights * self.base._d2r(w)
+
+    def _dr_inverse(self, z):
+        return self.base._dr_inverse(z / self.weights)
+
+    def horizon(self, w):
+        raise NotImplementedError("the horizon of a weighted potential is not a named norm; use horizon_limit.")
+
+    def params(self):
+        return {"base": repr(self.base), "weights": tuple(self.weights.tolist())}
+
+
 def _positive(value, name: str, why: str) -> float:
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
         raise FlatbookInputError(f"{name} must be a finite number > 0 ({why}), got {value!r}.")

@@ -122,6 +122,21 @@ def loss_gradients(state: _State, X, y, activation, loss) -> tuple[torch.Tensor,
     return grad_a, grad_theta
 
 
+def _step_gradient(state, X, y, activation, loss, sam_radius, label_noise, noise):
+    """The gradient one step uses: plain, at the SAM-perturbed point, or with noisy labels."""
+    if label_noise > 0:
+        noisy = y + label_noise * torch.randn(y.shape[0], generator=noise, dtype=y.dtype).to(y.device)
+        return loss_gradients(state, X, noisy, activation, loss)
+    grad_a, grad_theta = loss_gradients(state, X, y, activation, loss)
+    if sam_radius > 0:
+        norm = float(torch.sqrt((grad_a**2).sum() + (grad_theta**2).sum()))
+        if norm > 0:
+            shifted = _state(state.a + sam_radius * grad_a / norm, state.theta + sam_radius * grad_theta / norm,
+                             X, y, activation, loss)
+            return loss_gradients(shifted, X, y, activation, loss)
+    return grad_a, grad_theta
+
+
 @dataclass
 class TrainingRun:
     """The trained network, its logged trajectory and why training stopped."""
@@ -143,13 +158,27 @@ def mirror_descent(net: TwoLayerNet, X, y, *, loss="logistic", outer: Potential 
                    growth: float = 1.5, max_steps: int = 10_000, target_loss: float | None = None,
                    max_time: float | None = None, n_logs: int = 80,
                    record: Callable[[TwoLayerNet], dict] | None = None,
-                   stop_when: Callable[[TwoLayerNet], bool] | None = None) -> TrainingRun:
+                   stop_when: Callable[[TwoLayerNet], bool] | None = None, train_inner: bool = True,
+                   sam_radius: float = 0.0, label_noise: float = 0.0, perturbed_steps: int = 0,
+                   seed: int = 0) -> TrainingRun:
     """Train ``net`` by layer-wise mirror descent with potentials ``outer`` (on a) and ``inner`` (on θ).
 
-    ``inner`` defaults to ``outer``.  Stops at ``target_loss``, after ``max_steps``
-    or at flow time ``max_time``, or when ``stop_when(net)`` is true at a logged
-    step.  ``history`` has, at the steps of :func:`log_steps`, the step, flow
-    time, loss, step size and whatever ``record(net)`` returns.
+    ``inner`` defaults to ``outer``; ``train_inner=False`` keeps θ fixed (a linear
+    model in a).  Stops at ``target_loss``, after ``max_steps`` or at flow time
+    ``max_time``, or when ``stop_when(net)`` is true at a logged step.
+    ``history`` has, at the steps of :func:`log_steps`, the step, flow time,
+    loss, step size and whatever ``record(net)`` returns.
+
+    Two variants change the gradient, not the geometry, for the first
+    ``perturbed_steps`` steps (then plain steps take the loss to ``target_loss``,
+    which neither variant reaches on its own); both need fixed steps:
+
+    - ``sam_radius`` ρ > 0, sharpness-aware minimisation: the gradient is taken at
+      w + ρ g/‖g‖, g the gradient at w (both layers together);
+    - ``label_noise`` δ > 0: the gradient uses labels y + δ ξ with fresh
+      ξ ~ N(0, I) each step (seeded by ``seed``).
+
+    The logged and stopping loss is always the clean one.
     """
     X, y = check_data(X, y, net.input_dim)
     loss = get_loss(loss)
@@ -160,6 +189,12 @@ def mirror_descent(net: TwoLayerNet, X, y, *, loss="logistic", outer: Potential 
         raise FlatbookInputError(f"step must be a finite number > 0, got {step!r}.")
     if adaptive and not growth >= 1:
         raise FlatbookInputError(f"growth must be >= 1 (how much the next step may grow), got {growth!r}.")
+    if (sam_radius > 0 or label_noise > 0) and adaptive:
+        raise FlatbookInputError("SAM and label noise change the gradient, so a loss-decrease line search "
+                                 "does not apply: pass adaptive=False with a fixed `step`.")
+    if sam_radius < 0 or label_noise < 0 or perturbed_steps < 0:
+        raise FlatbookInputError("sam_radius, label_noise and perturbed_steps must be >= 0.")
+    noise = torch.Generator().manual_seed(seed) if label_noise > 0 else None
     activation = net.activation
     state = _state(net.a, net.theta, X, y, activation, loss)
     run = TrainingRun(net=net)
@@ -183,10 +218,12 @@ def mirror_descent(net: TwoLayerNet, X, y, *, loss="logistic", outer: Potential 
         if max_time is not None and run.time >= max_time:
             run.stopped = "max_time"
             break
-        grad_a, grad_theta = loss_gradients(state, X, y, activation, loss)
+        perturbed = run.steps < perturbed_steps
+        grad_a, grad_theta = _step_gradient(state, X, y, activation, loss, sam_radius if perturbed else 0.0,
+                                            label_noise if perturbed else 0.0, noise)
         for _ in range(200):
-            trial = _state(mirror_step(outer, state.a, grad_a, eta), mirror_step(inner, state.theta, grad_theta, eta),
-                           X, y, activation, loss)
+            theta = mirror_step(inner, state.theta, grad_theta, eta) if train_inner else state.theta
+            trial = _state(mirror_step(outer, state.a, grad_a, eta), theta, X, y, activation, loss)
             if not adaptive or trial.loss <= state.loss:
                 break
             eta /= 2
