@@ -152,3 +152,42 @@ def test_prune_removes_the_smallest_neurons_and_weights():
         prune(net, 0.5, "layers")
     with pytest.raises(FlatbookInputError, match=r"fraction must lie in \[0, 1\]"):
         prune(net, 1.5, "neurons")
+
+
+def test_training_flatness_tables():
+    from flatbook.experiments import training_flatness
+
+    config = training_flatness.CONFIGS["smoke"]
+    tables = training_flatness.run(config)
+    assert [r["method"] for r in tables["finals"]] == list(training_flatness.METHODS)
+    assert len(tables["init_scale"]) == len(config.init_scales)
+    assert len(tables["step_size"]) == len(config.step_sizes)
+    for row in tables["finals"] + tables["references"]:
+        assert row["ratio"] == pytest.approx(row["upsilon"] / row["best_upsilon"])
+        assert row["population_loss"] >= row.get("bayes_risk", 0.0)
+    for row in tables["references"]:  # the searches and the misaligned interpolator interpolate exactly
+        assert row["residual"] <= 1e-8 * row["max_abs_y"]
+    misaligned = [r for r in tables["references"] if r["method"] == "misaligned"]
+    assert all(r["weighted_alignment"] < 1e-10 for r in misaligned)
+    quad = next(r for r in tables["solver_summary"] if r["activation"] == "quadratic")
+    assert quad["lower_bound"] <= quad["optimum"] * (1 + 1e-9)
+    for fig in (training_flatness.plot_loss_vs_flatness(tables), training_flatness.plot_upsilon_along_training(tables),
+                training_flatness.plot_init_scale(tables), training_flatness.plot_mirror_solver(tables)):
+        assert isinstance(fig, Figure) and all(ax.has_data() for ax in fig.axes)
+
+
+def test_upsilon_of_the_function_ignores_labels_and_the_symmetry():
+    import torch
+
+    from flatbook import TwoLayerNet, min_flatness
+    from flatbook.experiments.training_flatness import upsilon_of_function
+
+    gen = torch.Generator().manual_seed(0)
+    net = TwoLayerNet(torch.randn(6, generator=gen, dtype=torch.float64),
+                      torch.randn(6, 3, generator=gen, dtype=torch.float64))
+    X = torch.randn(10, 3, generator=gen, dtype=torch.float64)
+    value = upsilon_of_function(net, X)
+    alpha = torch.exp(torch.randn(6, generator=gen, dtype=torch.float64))
+    assert upsilon_of_function(net.rescale(alpha), X) == pytest.approx(value, rel=1e-10)
+    # at labels the network fits exactly it is the Υ of chapter 2
+    assert min_flatness(net, X, net(X) + 0.0) == pytest.approx(value, rel=1e-12)

@@ -71,6 +71,14 @@ _SPECS = [
                "Hyperbolic entropy: time to the sparse solution against the scale"),
     FigureSpec("ch6-digits", "book/06-mirror-flow.md", "mirror_flow", "plot_digits",
                "Handwritten digits: test accuracy against magnitude pruning"),
+    FigureSpec("ch7-loss-vs-flatness", "book/07-training.md", "training_flatness", "plot_loss_vs_flatness",
+               "Trained networks on the population-loss-vs-flatness plane, beside the searches"),
+    FigureSpec("ch7-upsilon-training", "book/07-training.md", "training_flatness", "plot_upsilon_along_training",
+               "Orbit-minimal flatness of the function along training, per optimiser"),
+    FigureSpec("ch7-init-scale", "book/07-training.md", "training_flatness", "plot_init_scale",
+               "Gradient descent: distance from the flattest and population loss against the initialisation scale"),
+    FigureSpec("ch7-mirror-solver", "book/07-training.md", "training_flatness", "plot_mirror_solver",
+               "Mirror descent on the outer weights converging to the flattest outer weights"),
 ]
 REGISTRY: dict[str, FigureSpec] = {spec.id: spec for spec in _SPECS}
 

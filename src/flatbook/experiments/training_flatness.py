@@ -1,0 +1,303 @@
+"""Chapter 7: do trained networks reach the flattest interpolators?
+
+Chapter 4's setting (a sum of ReLU ridge functions, low noise, m = 2n): each
+optimiser trains the two-layer ReLU network to the interpolation tolerance
+``target_loss`` from a seeded initialisation, recording along the way the
+loss, the exact Hessian trace, the orbit-minimal flatness Υ of the function
+reached so far (the Gauss-Newton part; book eq. ``eq-upsilon-gn``) and the
+weighted alignment.  The reference for "flattest" is the best Υ found for the
+same data by any means: the dictionary and direct searches of chapters 3-4,
+and the flattest outer weights for each trained network's own directions.
+
+Tables: ``trajectories``; ``finals`` (one row per method and seed, with the
+ratio of Υ to the best found); ``references`` (the searches and a misaligned
+interpolator, chapter 3's picture); ``init_scale`` and ``step_size`` (gradient
+descent from initialisations of growing scale, and with fixed steps, seed 0);
+``solver`` and ``solver_summary`` (mirror descent on the
+outer weights converging to the convex optimum, chapter 7's last section).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from matplotlib.figure import Figure
+
+from .. import flattest_outer_weights, hessian_trace, min_flatness
+from ..errors import InfeasibleInterpolationError
+from ..data import population_loss, sum_of_single_index
+from ..flattest_mirror import flattest_by_mirror_descent
+from ..interpolators import orthogonal_directions, random_directions
+from ..mirror import get_potential
+from ..network import TwoLayerNet
+from ..search import dictionary_search, direct_search, interpolator_report
+from ..style import PALETTE, ROLE, book_style, finish_panels, new_figure, no_minor_labels
+from ..training import mirror_descent
+from .runner import map_points
+
+#: label → (initialisation, training keyword arguments); "small"/"large" name the config's init scales
+METHODS = {
+    "GD, small init": ("small", {"outer": "euclidean"}),
+    "GD, large init": ("large", {"outer": "euclidean"}),
+    "SAM": ("small", {"outer": "euclidean", "sam": True}),
+    "label-noise GD": ("small", {"outer": "euclidean", "label_noise": True}),
+    "mirror, hyperbolic entropy": ("small", {"outer": ("hyperbolic_entropy", {"beta": 0.1})}),
+    "mirror, p = 3": ("small", {"outer": ("p_norm", {"p": 3.0, "beta": 0.1})}),
+}
+COLOUR = dict(zip(METHODS, (PALETTE["blue"], PALETTE["sky"], PALETTE["green"], PALETTE["orange"],
+                            PALETTE["vermillion"], PALETTE["purple"])))
+
+
+@dataclass(frozen=True)
+class Config:
+    d: int = 10
+    k: int = 2
+    n: int = 50
+    width_factor: int = 2
+    noise_std: float = 0.1
+    seeds: int = 3
+    init_small: float = 0.1
+    init_large: float = 3.0
+    init_scales: tuple = (0.1, 0.3, 1.0, 3.0)
+    step_sizes: tuple = (0.05, 0.2, 0.5)
+    fixed_step: float = 0.05
+    sam_radius: float = 0.05
+    label_noise: float = 0.3
+    perturbed_steps: int = 3_000
+    target_loss: float = 1e-8
+    max_steps: int = 30_000
+    n_logs: int = 25
+    dictionary_size: int = 400
+    search_steps: int = 4
+    n_test: int = 50_000
+    solver_n: int = 30
+    solver_m: int = 90
+    solver_steps: int = 20_000
+    solver_betas: tuple = (1e-2, 1e-4, 1e-8)
+    seed: int = 0
+
+
+CONFIGS = {
+    "smoke": Config(d=5, n=12, seeds=1, init_scales=(0.1, 3.0), step_sizes=(0.2,), perturbed_steps=300,
+                    max_steps=3_000, n_logs=8, dictionary_size=40, search_steps=1, n_test=2_000, solver_n=8, solver_m=20, solver_steps=2_000,
+                    solver_betas=(1e-2, 1e-6)),
+    "book": Config(),
+    "paper": Config(d=20, n=200, seeds=5, init_scales=(0.03, 0.1, 0.3, 1.0, 3.0, 10.0), perturbed_steps=20_000,
+                    max_steps=200_000, dictionary_size=4_000, search_steps=20, n_test=500_000, solver_n=100,
+                    solver_m=300, solver_steps=200_000),
+}
+
+
+def _data(config: Config, seed: int):
+    teacher = sum_of_single_index(config.d, config.k, link="relu", noise_std=config.noise_std, seed=seed)
+    X, y = teacher.sample(config.n, seed=seed + 1000)
+    return teacher, X, y
+
+
+def initial_network(config: Config, scale: float, seed: int) -> TwoLayerNet:
+    """a_j ~ N(0, s²/m), θ_j ~ N(0, s² I/d): the standard scaling times s."""
+    m = config.width_factor * config.n
+    gen = torch.Generator().manual_seed(seed)
+    a = scale * torch.randn(m, generator=gen, dtype=torch.float64) / math.sqrt(m)
+    theta = scale * torch.randn(m, config.d, generator=gen, dtype=torch.float64) / math.sqrt(config.d)
+    return TwoLayerNet(a, theta, "relu")
+
+
+def weighted_alignment(net: TwoLayerNet, theta_star) -> float:
+    """Σ_j |ã_j| ρ_j / Σ_j |ã_j|: the alignment of the neurons carrying the weight."""
+    weights = net.effective_outer_weights().abs()
+    return float((weights * net.alignment(theta_star)).sum() / weights.sum())
+
+
+def upsilon_of_function(net: TwoLayerNet, X) -> float:
+    """Υ of the function the network computes now: the orbit minimum of (2/n) Σ_i ‖∇_w h(w, x_i)‖² (eq. ``eq-upsilon-gn``)."""
+    return min_flatness(net, X, net(X))
+
+
+def _train(config: Config, label: str, scale: float, seed: int, step: float | None = None) -> dict:
+    """Train one network (``step``: gradient descent with that fixed step instead of the method's steps)."""
+    teacher, X, y = _data(config, seed)
+    _, options = METHODS.get(label, ("small", {"outer": "euclidean"}))
+    outer = options["outer"]
+    potential = get_potential(outer[0], **outer[1]) if isinstance(outer, tuple) else get_potential(outer)
+    kwargs = {} if step is None else {"adaptive": False, "step": step}
+    if options.get("sam") or options.get("label_noise"):
+        kwargs = {"adaptive": False, "step": config.fixed_step, "perturbed_steps": config.perturbed_steps,
+                  "sam_radius": config.sam_radius if options.get("sam") else 0.0,
+                  "label_noise": config.label_noise if options.get("label_noise") else 0.0, "seed": seed + 7}
+
+    def record(net):
+        return {"upsilon": upsilon_of_function(net, X), "trace": hessian_trace(net, X, y),
+                "alignment": weighted_alignment(net, teacher.theta_star)}
+
+    run = mirror_descent(initial_network(config, scale, seed + 1), X, y, loss="square", outer=potential,
+                         target_loss=config.target_loss, max_steps=config.max_steps, n_logs=config.n_logs,
+                         record=record, **kwargs)
+    net = run.net
+    try:  # the flattest outer weights for the trained network's own directions
+        own = flattest_outer_weights(net.directions(), X, y, "relu")
+        own_row = {"own_upsilon": own.flatness, "own_alignment": weighted_alignment(own.net, teacher.theta_star),
+                   "own_support": own.support_size}
+    except InfeasibleInterpolationError:  # its directions span fewer than n features (not reached here at book scale)
+        own_row = {"own_upsilon": None, "own_alignment": None, "own_support": None}
+    loss = population_loss(net, teacher, n_test=config.n_test, seed=seed + 2)
+    final = {"method": label, "seed": seed, "init_scale": scale, "steps": run.steps, "stopped": run.stopped,
+             "loss": run.history[-1]["loss"], "trace": hessian_trace(net, X, y), "upsilon": upsilon_of_function(net, X),
+             "alignment": weighted_alignment(net, teacher.theta_star), "population_loss": loss.value,
+             "excess_loss": loss.excess, "bayes_risk": teacher.bayes_risk, "active": net.active_neurons(), **own_row}
+    trajectory = [{"method": label, "seed": seed, "init_scale": scale, **row} for row in run.history]
+    return {"finals": [final], "trajectories": trajectory}
+
+
+def _references(config: Config, seed: int) -> dict:
+    """Chapter 3-4's searches, and the flattest misaligned interpolator, on the same data."""
+    teacher, X, y = _data(config, seed)
+    m = config.width_factor * config.n
+    solutions = {
+        "dictionary search": dictionary_search(X, y, "relu", config.dictionary_size, seed=seed + 3,
+                                               extra_directions=teacher.theta_star).solution,
+        "direct search": direct_search(X, y, "relu", random_directions(m, config.d, seed=seed + 4),
+                                       steps=config.search_steps).solution,
+        "misaligned": flattest_outer_weights(orthogonal_directions(teacher.theta_star, m, seed=seed + 5), X, y, "relu"),
+    }
+    rows = [{"method": name, "seed": seed,
+             **interpolator_report(solution, X, y, teacher, n_test=config.n_test, seed=seed + 2)}
+            for name, solution in solutions.items()]
+    return {"references": rows}
+
+
+def _solver(config: Config, activation: str, beta: float) -> dict:
+    """Mirror descent on the outer weights from zero: distance to the convex optimum along the run."""
+    teacher = sum_of_single_index(config.d, config.k, link=activation, seed=config.seed)
+    X, y = teacher.sample(config.solver_n, seed=config.seed + 1)
+    directions = random_directions(config.solver_m, config.d, seed=config.seed + 2)
+    optimum = flattest_outer_weights(directions, X, y, activation, solver="CLARABEL")
+    target = optimum.effective_a
+    scale = float(target.norm())
+
+    def record(net):
+        return {"distance": float((net.a - target).norm()) / scale}
+
+    solution = flattest_by_mirror_descent(directions, X, y, activation, beta=beta, max_steps=config.solver_steps,
+                                          target_loss=1e-26, n_logs=config.n_logs, record=record)
+    rows = [{"activation": activation, "beta": beta if activation == "relu" else None, "step": r["step"],
+             "loss": r["loss"], "distance": r["distance"]} for r in solution.run.history]
+    summary = {"activation": activation, "beta": beta if activation == "relu" else None,
+               "flatness": solution.flatness, "optimum": optimum.flatness, "lower_bound": solution.lower_bound,
+               "residual": solution.residual, "distance": rows[-1]["distance"], "steps": solution.run.steps,
+               "max_abs_y": float(y.abs().max())}
+    return {"solver": rows, "solver_summary": [summary]}
+
+
+def _point(config: Config, kind: str, **point) -> dict:
+    return {"train": _train, "references": _references, "solver": _solver}[kind](config, **point)
+
+
+def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
+    """Every method and seed, the reference searches, the initialisation sweep and the mirror solver."""
+    scale = {"small": config.init_small, "large": config.init_large}
+    seeds = [config.seed + 100 * s for s in range(config.seeds)]
+    points = ([{"kind": "train", "label": label, "scale": scale[init], "seed": s}
+               for s in seeds for label, (init, _) in METHODS.items()]
+              + [{"kind": "train", "label": f"GD, init {x:g}", "scale": x, "seed": seeds[0]}
+                 for x in config.init_scales]
+              + [{"kind": "train", "label": f"GD, step {eta:g}", "scale": config.init_small, "seed": seeds[0],
+                  "step": eta} for eta in config.step_sizes]
+              + [{"kind": "references", "seed": s} for s in seeds]
+              + [{"kind": "solver", "activation": "quadratic", "beta": 0.0}]
+              + [{"kind": "solver", "activation": "relu", "beta": b} for b in config.solver_betas])
+    results = map_points(_point, config, points, experiment="training_flatness", jobs=jobs, backend=backend)
+    tables = {key: [row for result in results for row in result.get(key, [])]
+              for key in ("finals", "trajectories", "references", "solver", "solver_summary")}
+    best = {}
+    for s in seeds:
+        candidates = [r["upsilon"] for r in tables["references"] if r["seed"] == s and r["method"] != "misaligned"]
+        candidates += [r["own_upsilon"] for r in tables["finals"] if r["seed"] == s and r["own_upsilon"] is not None]
+        best[s] = min(candidates)
+    for key in ("finals", "references"):
+        for row in tables[key]:
+            row["best_upsilon"] = best[row["seed"]]
+            row["ratio"] = row["upsilon"] / best[row["seed"]]
+    tables["init_scale"] = [r for r in tables["finals"] if r["method"].startswith("GD, init ")]
+    tables["step_size"] = [r for r in tables["finals"] if r["method"].startswith("GD, step ")]
+    tables["finals"] = [r for r in tables["finals"] if r["method"] in METHODS]
+    tables["trajectories"] = [r for r in tables["trajectories"] if r["method"] in METHODS]
+    return tables
+
+
+def plot_loss_vs_flatness(tables: dict) -> Figure:
+    """Population loss against Υ / Υ_best for every trained network, with the searches and a misaligned one."""
+    fig, axes = new_figure(height=3.6)
+    ax = axes[0]
+    with book_style():
+        for label in METHODS:
+            sel = [r for r in tables["finals"] if r["method"] == label]
+            ax.plot([r["ratio"] for r in sel], [r["population_loss"] for r in sel], "o", color=COLOUR[label],
+                    label=label, ms=6, alpha=0.85)
+        for name, marker, colour in (("dictionary search", "s", ROLE["bound"]), ("direct search", "D", ROLE["bound"]),
+                                     ("misaligned", "X", ROLE["bad"])):
+            sel = [r for r in tables["references"] if r["method"] == name]
+            ax.plot([r["ratio"] for r in sel], [r["population_loss"] for r in sel], marker, mfc="none",
+                    color=colour, label=name, ms=7)
+        bayes = tables["finals"][0]["bayes_risk"]
+        ax.axhline(bayes, color=PALETTE["black"], lw=0.8, ls=":", label=r"Bayes risk $\tau^2$")
+        ax.set(xscale="log", yscale="log", xlabel=r"$\Upsilon \,/\, \Upsilon_{\mathrm{best}}$")
+        finish_panels(fig, axes, "population loss $F(w)$", legend_ncol=3)
+    return fig
+
+
+def plot_upsilon_along_training(tables: dict) -> Figure:
+    """Υ of the function along training (seed 0), one line per method, against the best found."""
+    seed = min(r["seed"] for r in tables["finals"])
+    fig, axes = new_figure(ncols=2, height=3.2)
+    with book_style():
+        for label in METHODS:
+            rows = [r for r in tables["trajectories"] if r["method"] == label and r["seed"] == seed and r["step"] > 0]
+            axes[0].plot([r["step"] for r in rows], [r["upsilon"] for r in rows], color=COLOUR[label], label=label)
+            axes[1].plot([r["step"] for r in rows], [r["loss"] for r in rows], color=COLOUR[label], label=label)
+        best = next(r["best_upsilon"] for r in tables["finals"] if r["seed"] == seed)
+        axes[0].axhline(best, color=PALETTE["black"], ls="--", lw=1, label=r"$\Upsilon_{\mathrm{best}}$")
+        axes[0].set(xscale="log", yscale="log", xlabel="step", title=r"$\Upsilon$ of the function")
+        axes[1].set(xscale="log", yscale="log", xlabel="step", title=r"training loss $F_S$")
+        axes[0].set_ylabel(r"$\Upsilon$")
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=3)
+        no_minor_labels(*axes)
+    return fig
+
+
+def plot_init_scale(tables: dict) -> Figure:
+    """Gradient descent from initialisations of growing scale: Υ / Υ_best and population loss."""
+    rows = sorted(tables["init_scale"], key=lambda r: r["init_scale"])
+    fig, axes = new_figure(ncols=2, height=3.0)
+    with book_style():
+        scales = [r["init_scale"] for r in rows]
+        axes[0].plot(scales, [r["ratio"] for r in rows], "o-", color=COLOUR["GD, small init"])
+        axes[0].set(xscale="log", yscale="log", xlabel="initialisation scale $s$",
+                    title=r"$\Upsilon / \Upsilon_{\mathrm{best}}$")
+        axes[1].plot(scales, [r["population_loss"] for r in rows], "o-", color=COLOUR["GD, large init"])
+        axes[1].set(xscale="log", yscale="log", xlabel="initialisation scale $s$", title="population loss")
+        no_minor_labels(*axes)
+    return fig
+
+
+def plot_mirror_solver(tables: dict) -> Figure:
+    """Mirror descent on the outer weights: distance to the convex optimum (p = 4/3), flatness gap against β (p = 1)."""
+    fig, axes = new_figure(ncols=2, height=3.2)
+    with book_style():
+        quad = [r for r in tables["solver"] if r["activation"] == "quadratic" and r["step"] > 0]
+        axes[0].plot([r["step"] for r in quad], [r["distance"] for r in quad], color=ROLE["quadratic"],
+                     label=r"$p = 4/3$ potential")
+        axes[0].set(xscale="log", yscale="log", xlabel="step", title=r"quadratic ($\ell_{4/3}$)")
+        relu = sorted((r for r in tables["solver_summary"] if r["activation"] == "relu"), key=lambda r: r["beta"])
+        axes[1].plot([r["beta"] for r in relu], [r["flatness"] / r["optimum"] - 1 for r in relu], "o-",
+                     color=ROLE["relu"], label="at the end of the run")
+        axes[1].set(xscale="log", yscale="log", xlabel=r"hyperbolic-entropy scale $\beta$",
+                    title=r"ReLU: $\Upsilon / \Upsilon^\star - 1$ ($\ell_1$)")
+        axes[1].legend()
+        axes[0].legend()
+        axes[0].set_ylabel(r"$\|a_k - a^\star\| / \|a^\star\|$")
+        no_minor_labels(*axes)
+    return fig
