@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from ..backend import default_device
 from ..data import digits_parity, teacher_student_classification
 from ..errors import FlatbookInputError
 from ..margins import normalised_margin, parameters, q_margin
@@ -95,7 +96,7 @@ def _initial_network(config: Config, d: int, width: int, seed: int) -> TwoLayerN
     a = config.init_scale * torch.randn(width, generator=gen, dtype=torch.float64)
     theta = config.init_scale / math.sqrt(max(1.0, d / 10)) * torch.randn(width, d, generator=gen,
                                                                           dtype=torch.float64)
-    return TwoLayerNet(a, theta, "relu")
+    return TwoLayerNet(a.to(default_device()), theta.to(default_device()), "relu")
 
 
 def _teacher_data(config: Config, seed: int):

@@ -26,14 +26,22 @@ import torch
 from matplotlib.figure import Figure
 
 from .. import flattest_outer_weights, hessian_trace, min_flatness
-from ..errors import InfeasibleInterpolationError
+from ..backend import default_device
 from ..data import population_loss, sum_of_single_index
+from ..errors import InfeasibleInterpolationError
 from ..flattest_mirror import flattest_by_mirror_descent
 from ..interpolators import orthogonal_directions, random_directions
 from ..mirror import get_potential
 from ..network import TwoLayerNet
 from ..search import dictionary_search, direct_search, interpolator_report
-from ..style import PALETTE, ROLE, book_style, finish_panels, new_figure, no_minor_labels
+from ..style import (
+    PALETTE,
+    ROLE,
+    book_style,
+    finish_panels,
+    new_figure,
+    no_minor_labels,
+)
 from ..training import mirror_descent
 from .runner import map_points
 
@@ -102,7 +110,7 @@ def initial_network(config: Config, scale: float, seed: int) -> TwoLayerNet:
     gen = torch.Generator().manual_seed(seed)
     a = scale * torch.randn(m, generator=gen, dtype=torch.float64) / math.sqrt(m)
     theta = scale * torch.randn(m, config.d, generator=gen, dtype=torch.float64) / math.sqrt(config.d)
-    return TwoLayerNet(a, theta, "relu")
+    return TwoLayerNet(a.to(default_device()), theta.to(default_device()), "relu")
 
 
 def weighted_alignment(net: TwoLayerNet, theta_star) -> float:
