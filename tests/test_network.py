@@ -86,3 +86,14 @@ def test_active_neurons_counts_the_weight_carrying_neurons():
     assert net.active_neurons(0.99) == int((share < 0.99 * (1 - 1e-12)).sum()) + 1
     with pytest.raises(FlatbookInputError, match=r"mass must lie in \(0, 1\]"):
         net.active_neurons(0.0)
+
+
+def test_weighted_alignment_weights_each_neuron_by_its_effective_weight():
+    theta_star = torch.tensor([[1.0, 0.0, 0.0]], dtype=torch.float64)
+    theta = torch.tensor([[2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0]], dtype=torch.float64)
+    net = TwoLayerNet(torch.tensor([1.0, -3.0, 0.5], dtype=torch.float64), theta, "relu")
+    weights = torch.tensor([2.0, 3.0, 0.5 * 2**0.5], dtype=torch.float64)  # |a_j| ‖θ_j‖
+    rho = torch.tensor([1.0, 0.0, 2**-0.5], dtype=torch.float64)
+    assert net.weighted_alignment(theta_star) == pytest.approx(float((weights * rho).sum() / weights.sum()))
+    assert net.rescale(torch.tensor([0.3, 2.0, 5.0], dtype=torch.float64)).weighted_alignment(theta_star) == \
+        pytest.approx(net.weighted_alignment(theta_star), rel=1e-12)

@@ -116,6 +116,11 @@ class TwoLayerNet:
             return 0
         return int(torch.searchsorted(torch.cumsum(weights, 0), mass * total * (1 - 1e-12))) + 1
 
+    def weighted_alignment(self, theta_star) -> float:
+        """Σ_j |ã_j| ρ_j / Σ_j |ã_j|: the alignment of the neurons that carry the weight."""
+        weights = self.effective_outer_weights().abs()
+        return float((weights * self.alignment(theta_star)).sum() / weights.sum())
+
     def alignment(self, theta_star) -> torch.Tensor:
         """ρ_j = ‖P_{Θ*} θ_j‖ / ‖θ_j‖, with P_{Θ*} the projection onto the row span of Θ*.
 

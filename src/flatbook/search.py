@@ -48,16 +48,14 @@ def interpolator_report(solution: FlattestResult, X, y, teacher: MultiIndexModel
                         n_test: int = 100_000, seed: int = 12345) -> dict:
     """Υ, interpolation residual, alignment of the neurons carrying the weight and population loss.
 
-    The weighted alignment is Σ_j |ã_j| ρ_j / Σ_j |ã_j|.
+    The weighted alignment is Σ_j |ã_j| ρ_j / Σ_j |ã_j| (:meth:`TwoLayerNet.weighted_alignment`).
     """
     X, y = check_data(X, y)
-    a = solution.effective_a.abs()
     report = {"upsilon": solution.flatness, "residual": solution.residual,
               "max_abs_y": float(y.abs().max()), "support": solution.support_size}
     if teacher is not None:
-        rho = solution.net.alignment(teacher.theta_star)
         loss = population_loss(solution.net, teacher, n_test=n_test, seed=seed)
-        report.update(weighted_alignment=float((a * rho).sum() / a.sum()),
+        report.update(weighted_alignment=solution.net.weighted_alignment(teacher.theta_star),
                       population_loss=loss.value, population_loss_stderr=loss.stderr,
                       excess_loss=loss.excess)
     return report

@@ -84,9 +84,7 @@ def _interpolator_row(kind, activation, net, X, y, teacher, config, rng_seed):
         "trace_at_optimum": hessian_trace(flattest, X, y),
         "trace_sharpened": hessian_trace(flattest.rescale(config.sharpening), X, y),
         "fresh_output_change": float((shuffled(fresh) - net(fresh)).abs().max() / net(fresh).abs().max()),
-        "alignment_of_weighted_neurons": float(
-            (net.alignment(teacher.theta_star) * net.effective_outer_weights().abs()).sum()
-            / net.effective_outer_weights().abs().sum()),
+        "alignment_of_weighted_neurons": net.weighted_alignment(teacher.theta_star),
     }, flattest
 
 

@@ -114,12 +114,6 @@ def initial_network(config: Config, scale: float, seed: int) -> TwoLayerNet:
     return TwoLayerNet(a.to(default_device()), theta.to(default_device()), "relu")
 
 
-def weighted_alignment(net: TwoLayerNet, theta_star) -> float:
-    """Σ_j |ã_j| ρ_j / Σ_j |ã_j|: the alignment of the neurons carrying the weight."""
-    weights = net.effective_outer_weights().abs()
-    return float((weights * net.alignment(theta_star)).sum() / weights.sum())
-
-
 def upsilon_of_function(net: TwoLayerNet, X) -> float:
     """Υ of the function the network computes now: the orbit minimum of (2/n) Σ_i ‖∇_w h(w, x_i)‖² (eq. ``eq-upsilon-gn``)."""
     return min_flatness(net, X, net(X))
@@ -139,7 +133,7 @@ def _train(config: Config, label: str, scale: float, seed: int, step: float | No
 
     def record(net):
         return {"upsilon": upsilon_of_function(net, X), "trace": hessian_trace(net, X, y),
-                "alignment": weighted_alignment(net, teacher.theta_star)}
+                "alignment": net.weighted_alignment(teacher.theta_star)}
 
     run = mirror_descent(initial_network(config, scale, seed + 1), X, y, loss="square", outer=potential,
                          target_loss=config.target_loss, max_steps=config.max_steps, n_logs=config.n_logs,
@@ -147,14 +141,14 @@ def _train(config: Config, label: str, scale: float, seed: int, step: float | No
     net = run.net
     try:  # the flattest outer weights for the trained network's own directions
         own = flattest_outer_weights(net.directions(), X, y, "relu")
-        own_row = {"own_upsilon": own.flatness, "own_alignment": weighted_alignment(own.net, teacher.theta_star),
+        own_row = {"own_upsilon": own.flatness, "own_alignment": own.net.weighted_alignment(teacher.theta_star),
                    "own_support": own.support_size}
     except InfeasibleInterpolationError:  # its directions span fewer than n features (not reached here at book scale)
         own_row = {"own_upsilon": None, "own_alignment": None, "own_support": None}
     loss = population_loss(net, teacher, n_test=config.n_test, seed=seed + 2)
     final = {"method": label, "seed": seed, "init_scale": scale, "steps": run.steps, "stopped": run.stopped,
              "loss": run.history[-1]["loss"], "trace": hessian_trace(net, X, y), "upsilon": upsilon_of_function(net, X),
-             "alignment": weighted_alignment(net, teacher.theta_star), "population_loss": loss.value,
+             "alignment": net.weighted_alignment(teacher.theta_star), "population_loss": loss.value,
              "excess_loss": loss.excess, "bayes_risk": teacher.bayes_risk, "active": net.active_neurons(), **own_row}
     trajectory = [{"method": label, "seed": seed, "init_scale": scale, **row} for row in run.history]
     return {"finals": [final], "trajectories": trajectory}
