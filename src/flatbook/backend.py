@@ -84,6 +84,14 @@ def check_data(X, y, d: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     return X, y
 
 
+def check_binary_labels(y: torch.Tensor, why: str) -> None:
+    """Raise unless every label is −1 or +1; ``why`` names what needs them (e.g. "the logistic loss")."""
+    if not bool(((y == 1) | (y == -1)).all()):
+        raise FlatbookInputError(
+            f"{why} needs labels in {{-1, +1}}; got values such as {sorted(set(y.unique().tolist()))[:5]}. "
+            "Map the classes to ±1 first.")
+
+
 def row_chunks(n: int, width: int, budget: int = 2**24):
     """Yield slices of ``range(n)`` so that a chunk of shape (rows, width) has at most ``budget`` entries."""
     rows = max(1, budget // max(1, width))

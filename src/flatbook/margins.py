@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from .backend import check_data
+from .backend import check_binary_labels, check_data
 from .errors import FlatbookInputError
 from .mirror import Potential, get_potential
 
@@ -32,8 +32,7 @@ def parameters(net) -> torch.Tensor:
 def smallest_margin(net, X, y) -> float:
     """min_i y_i h(w, x_i) (positive iff the network classifies every point correctly)."""
     X, y = check_data(X, y, net.input_dim)
-    if not bool(((y == 1) | (y == -1)).all()):
-        raise FlatbookInputError("margins need labels in {-1, +1}; map the classes to ±1 first.")
+    check_binary_labels(y, "a margin")
     return float((y * net(X)).min())
 
 

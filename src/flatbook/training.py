@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .backend import check_data
+from .backend import check_binary_labels, check_data
 from .errors import FlatbookInputError, SolverError
 from .mirror import Potential, get_potential, mirror_step
 from .network import TwoLayerNet
@@ -90,34 +90,29 @@ def get_loss(name) -> OutputLoss:
     return LOSSES[name]
 
 
-def _check_labels(loss: OutputLoss, y: torch.Tensor) -> None:
-    if loss.name != "square" and not bool(((y == 1) | (y == -1)).all()):
-        raise FlatbookInputError(
-            f"the {loss.name} loss needs labels in {{-1, +1}}; got values such as "
-            f"{sorted(set(y.unique().tolist()))[:5]}. Map classes to ±1 first.")
-
-
 @dataclass
 class _State:
     """Parameters and the forward quantities reused by the next step."""
 
     a: torch.Tensor
     theta: torch.Tensor
-    pre: torch.Tensor   # X θᵀ
-    out: torch.Tensor   # h(w, x_i)
+    pre: torch.Tensor       # X θᵀ
+    features: torch.Tensor  # σ(X θᵀ)
+    out: torch.Tensor       # h(w, x_i)
     loss: float
 
 
 def _state(a, theta, X, y, activation, loss) -> _State:
     pre = X @ theta.T
-    out = activation(pre) @ a
-    return _State(a, theta, pre, out, float(loss.value(out, y)))
+    features = activation(pre)
+    out = features @ a
+    return _State(a, theta, pre, features, out, float(loss.value(out, y)))
 
 
 def loss_gradients(state: _State, X, y, activation, loss) -> tuple[torch.Tensor, torch.Tensor]:
     """(∇_a L, ∇_θ L): ∂L/∂a_j = Σ_i g_i σ(⟨θ_j, x_i⟩), ∂L/∂θ_j = a_j Σ_i g_i σ'(⟨θ_j, x_i⟩) x_i, g = ∂L/∂h."""
     g = loss.derivative(state.out, y)
-    grad_a = activation(state.pre).T @ g
+    grad_a = state.features.T @ g
     grad_theta = ((g[:, None] * activation.derivative(state.pre)) * state.a[None, :]).T @ X
     return grad_a, grad_theta
 
@@ -182,7 +177,8 @@ def mirror_descent(net: TwoLayerNet, X, y, *, loss="logistic", outer: Potential 
     """
     X, y = check_data(X, y, net.input_dim)
     loss = get_loss(loss)
-    _check_labels(loss, y)
+    if loss.name != "square":
+        check_binary_labels(y, f"the {loss.name} loss")
     outer = get_potential(outer)
     inner = outer if inner is None else get_potential(inner)
     if not (math.isfinite(step) and step > 0):
