@@ -158,7 +158,11 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80):
     With ã = x⁺ − x⁻, x± ≥ 0, the program is the standard-form LP
     min κᵀ(x⁺ + x⁻) s.t. Φ(x⁺ − x⁻) = y, whose normal-equation matrix is
     Φ diag(x⁺/s⁺ + x⁻/s⁻) Φᵀ: n × n, formed in O(n² m) and factored by Cholesky.
-    Returns the dual iterate λ (to be turned into an exact vertex).
+    Returns the dual iterate λ (to be turned into an exact vertex).  Stops when all
+    three residuals are below ``tol``, or when the gap and the dual residual are and
+    the primal residual has risen above its best: near the optimum the normal
+    equations grow ill-conditioned and further steps only degrade it, while λ,
+    all the vertex needs, has converged.
     """
     n, m = Phi.shape
     eye = torch.eye(n, dtype=Phi.dtype, device=Phi.device)
@@ -186,13 +190,16 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80):
         negative = dv < 0
         return min(1.0, float((-v[negative] / dv[negative]).min())) if bool(negative.any()) else 1.0
 
+    best_primal = float("inf")
     for _ in range(max_iter):
         r_primal = y - A(x)
         r_dual = c - At(lam) - s
         mu = float(x @ s) / (2 * m)
-        if (float(r_primal.norm()) / scale_b < tol and float(r_dual.norm()) / scale_c < tol
-                and float(x @ s) / (1.0 + abs(float(c @ x))) < tol):
+        primal = float(r_primal.norm()) / scale_b
+        if (float(r_dual.norm()) / scale_c < tol and float(x @ s) / (1.0 + abs(float(c @ x))) < tol
+                and (primal < tol or primal > best_primal)):
             break
+        best_primal = min(best_primal, primal)
         D = x / s
         normal = (Phi * (D[:m] + D[m:])) @ Phi.T
         normal += 1e-14 * float(normal.diagonal().max()) * eye
