@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -40,7 +39,7 @@ from flatbook.experiments.runner import code_fingerprint
 
 
 def chapter3_kinds(config):
-    """(kind, point function, its config, point arguments without n, the sweep's points of this kind by n)."""
+    """(kind, its config, point arguments but n and seed, its n grid, the sweep's points of this kind per n)."""
     per_n = config.seeds
     regime = replace(config, activations=("quadratic",), d=config.regime_d, n_grid=config.regime_n_grid,
                      bad_alignments=(0.0,))
@@ -53,6 +52,7 @@ def chapter3_kinds(config):
 
 
 def chapter4_kinds(config):
+    """As :func:`chapter3_kinds`, for chapter 4."""
     conditions = len(flattest_generalise.CONDITIONS)
     return [("vanishing noise", config, {"condition": "vanishing noise"}, config.n_grid, conditions * config.seeds)]
 
@@ -93,9 +93,9 @@ def main():
         projections.append({"experiment": experiment, "points": all_points,
                             "points_at_measured_sizes": measured_points, "projected_hours": round(total / 3600, 1)})
         print(f"{experiment}: {all_points} points, projected {total / 3600:.1f} h", flush=True)
-    report = {"command": "python bench/paper_scale_cost.py " + f"--n-max {args.n_max}",
+    report = {"command": f"python bench/paper_scale_cost.py --n-max {args.n_max}",
               "n_max": args.n_max, "timings": timings, "projections": projections,
-              "device": str(default_device()), "machine": f"{platform.machine()}, {header()[2:]}",
+              "device": str(default_device()), "machine": header()[2:],
               "code_fingerprint": code_fingerprint()[:16],
               "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
