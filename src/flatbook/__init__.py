@@ -10,6 +10,7 @@ from .activations import get_activation
 from .data import MultiIndexModel, population_loss
 from .flatness import hessian_trace, min_flatness, optimal_rescaling
 from .flattest import flattest_outer_weights
+from .global_flattest import flattest_interpolator
 from .network import TwoLayerNet
 
 try:
@@ -25,5 +26,6 @@ __all__ = [
     "min_flatness",
     "optimal_rescaling",
     "flattest_outer_weights",
+    "flattest_interpolator",
     "population_loss",
 ]

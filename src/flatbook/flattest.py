@@ -127,11 +127,17 @@ def _dual_newton(lam, Phi, y, kappa, p, tol, max_iter=100):
             break
         step = torch.cholesky_solve(grad[:, None], factor)[:, 0]
         slope = float(grad @ step)
+        # Near the optimum the gain of a step (~ slope) falls below the float64 resolution of g
+        # itself; there a step is judged by the quantity it is meant to drive to zero, the residual.
+        roundoff = 64 * torch.finfo(Phi.dtype).eps * (abs(g) + abs(float(lam @ y)))
         t = 1.0
         while t > 1e-10:
             trial = lam + t * step
             g_trial = dual_objective(trial, Phi, y, kappa, p)
             if g_trial >= g + 1e-4 * t * slope or (g_trial >= g and t < 1e-6):
+                lam, g = trial, g_trial
+                break
+            if abs(g_trial - g) <= roundoff and _dual_residual(trial, Phi, y, kappa, p) < residual * scale:
                 lam, g = trial, g_trial
                 break
             t *= 0.5
@@ -140,6 +146,11 @@ def _dual_newton(lam, Phi, y, kappa, p, tol, max_iter=100):
     v = Phi.T @ lam
     grad = y - Phi @ (torch.sign(v) * (v.abs() / (p * kappa)) ** (q - 1.0))
     return lam, float(grad.abs().max()) / scale
+
+
+def _dual_residual(lam, Phi, y, kappa, p) -> float:
+    """‖y − Φ ã(λ)‖_∞ = ‖∇g(λ)‖_∞: how far the primal read off λ is from interpolating."""
+    return float((y - Phi @ _primal_from_dual(lam, Phi, kappa, p)).abs().max())
 
 
 def _dual_start(Phi, y, kappa, p):
@@ -176,7 +187,9 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80):
         return torch.cat([u, -u])
 
     # Mehrotra's starting point: least-norm x, λ = 0 (A c = 0 here), shifted to the interior.
-    x_plus = Phi.T @ torch.linalg.solve(2.0 * (Phi @ Phi.T), y)
+    gram = Phi @ Phi.T
+    gram += 1e-12 * float(gram.diagonal().max()) * eye  # a ridge: Φ may be (nearly) rank deficient
+    x_plus = Phi.T @ torch.linalg.solve(2.0 * gram, y)
     x = torch.cat([x_plus, -x_plus])
     lam = torch.zeros(n, dtype=Phi.dtype, device=Phi.device)
     s = c.clone()

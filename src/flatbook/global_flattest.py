@@ -1,0 +1,544 @@
+"""The flattest interpolator over all networks of a width, with certified bounds.
+
+Υ*(m) is the minimum of Υ (eq. ``eq-upsilon``) over *every* width-m network that
+interpolates the data, every direction allowed.  Book, chapter 2, section
+"The flattest interpolator over all directions":
+
+- **Splitting lemma** (eq. ``eq-splitting``).  Group a network's neurons by direction u, with
+  A_u the total effective weight on u and m_u the number of neurons.  Jensen within a group
+  and Hölder across groups give, for p = 2c/(c+1) ≥ 1,
+  Υ(w) ≥ Σ_u κ(u)|A_u|^p m_u^{1−p} ≥ m^{1−p} (Σ_u κ(u)^{1/p} |A_u|)^p,
+  with equality when u carries m_u ∝ κ(u)^{1/p}|A_u| equal copies.  Hence
+  Υ*(m) ≥ m^{1−p} V*^p, with equality up to integer rounding, where
+- **the measure program** (eq. ``eq-measure-program``)
+  V* = min over finite signed measures μ on the sphere of ∫ κ(u)^{1/p} d|μ|(u)
+  subject to ∫ σ(⟨u, x_i⟩) dμ(u) = y_i, a convex, semi-infinite weighted-ℓ1 program
+  with a minimiser of at most n atoms, and
+- **its dual** (eq. ``eq-measure-dual``): max λᵀy s.t. sup_u G_λ(u) ≤ 1, with the dual ratio
+  G_λ of :mod:`flatbook.pricing`.  Any λ gives V* ≥ λᵀy / sup_u G_λ(u).
+
+:func:`flattest_interpolator` solves the measure program by column generation: a weighted-ℓ1
+master over the directions found so far (:class:`~flatbook.weighted_l1.WeightedL1Master`,
+warm-started), pricing by multi-start ascent of G_λ started at the master's support atoms
+(which slides them) and at fresh directions, at a smoothed dual point (Wentges' stabilisation:
+halfway between the master's dual and the best dual point so far), pruning of columns that
+stay far from tight.  The lower bound is *proven* only with a proven supremum: exact pricing
+(ReLU family, admissible directions in a subspace of dimension ≤ 3) or the Cauchy-Schwarz
+bound of :func:`~flatbook.pricing.dual_ratio_bound`; the bound from the largest ratio that the
+ascent found is reported separately as an estimate.  Then the atoms are split into integer
+copies (greedy, which is optimal for the separable convex allocation), giving a network of
+exactly the requested width.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .activations import LeakyReLU, get_activation
+from .backend import as_tensor, check_data
+from .errors import FlatbookInputError, InfeasibleInterpolationError
+from .flatness import min_flatness, unit_flatness_weights
+from .flattest import _lp_interior_point, flattest_outer_weights
+from .network import TwoLayerNet
+from .pricing import (
+    dual_ratio_bound,
+    exact_dual_ratio_sup,
+    exact_pricing_available,
+    maximize_dual_ratio,
+    nudge_inactive,
+    quadratic_dual_ratio_bound,
+)
+from .weighted_l1 import WeightedL1Master
+
+
+class Atoms(NamedTuple):
+    """The distinct directions of a flattest interpolator and the total effective weight on each."""
+
+    directions: torch.Tensor  #: (K, d) unit rows
+    weights: torch.Tensor     #: (K,) A_u = Σ of ã_j over the neurons with direction u
+
+
+@dataclass
+class FlattestInterpolator:
+    """The result of :func:`flattest_interpolator`: a network, its Υ and bounds on Υ*(width)."""
+
+    net: TwoLayerNet | None   #: exactly ``width`` neurons, interpolating; None below the atom count
+    upper: float              #: Υ(net) = min_flatness(net, X, y), an upper bound on Υ*(width) (inf if no net)
+    lower: float              #: a proven lower bound on Υ of every admissible width-``width`` interpolator
+    lower_estimate: float     #: the bound implied by the largest pricing ratio found (an estimate if heuristic)
+    certified: bool           #: (upper − lower) / upper ≤ tol
+    gap: float                #: (upper − lower) / upper
+    atoms: Atoms              #: distinct directions and their total weights (the measure's atoms)
+    status: str               #: what happened, in words
+    width: int                #: m
+    p: float                  #: 2c/(c+1)
+    measure_value: float      #: V of the final master: Σ κ(u)^{1/p}|A_u| over the atoms (≥ V*)
+    measure_lower: float      #: proven lower bound on V*
+    pricing: str              #: how sup G_λ is bounded: "exact" (on the admissible set), "superset" (exact on
+    #: the whole sphere, d ≤ 3), "bound" (eq. ``eq-pricing-bound`` or ``eq-quadratic-bound``)
+    rounds: int               #: column-generation rounds run
+    history: list[dict] = field(default_factory=list)  #: per round: master value, bounds, columns
+
+    @property
+    def upper_measure_bound(self) -> float:
+        """m^{1−p} V^p: Υ of the atoms split in ideal (real-valued) proportions."""
+        return self.width ** (1.0 - self.p) * self.measure_value ** self.p
+
+
+def _admissible_set(d: int, teacher, max_alignment, device):
+    """(projector or None, orthonormal basis of the smallest subspace containing the set, note)."""
+    if teacher is None and max_alignment is None:
+        return None, torch.eye(d, dtype=torch.float64, device=device), "all directions"
+    if teacher is None or max_alignment is None:
+        raise FlatbookInputError("teacher and max_alignment go together: pass both (the flattest ρ0-bad "
+                                 "interpolator) or neither (the flattest interpolator).")
+    theta_star = as_tensor(teacher, "teacher", ndim=2, device=device)
+    if theta_star.shape[1] != d:
+        raise FlatbookInputError(f"teacher has {theta_star.shape[1]} columns but X has d = {d}.")
+    k = theta_star.shape[0]
+    if float((theta_star @ theta_star.T - torch.eye(k, dtype=theta_star.dtype, device=device)).abs().max()) > 1e-8:
+        raise FlatbookInputError("the teacher's rows must be orthonormal (Θ* Θ*ᵀ = I); orthonormalise them "
+                                 "first, e.g. with torch.linalg.qr(theta.T).Q.T.")
+    rho0 = float(max_alignment)
+    if not (0.0 <= rho0 < 1.0 and math.isfinite(rho0)):
+        raise FlatbookInputError(f"max_alignment must lie in [0, 1), got {max_alignment!r}; "
+                                 "ρ0 = 1 admits every direction (omit teacher and max_alignment).")
+    if k >= d:
+        raise FlatbookInputError(f"the teacher spans R^{d}: no direction has alignment below 1.")
+    basis_in = theta_star.T                     # (d, k)
+    complement = torch.linalg.svd(torch.eye(d, dtype=theta_star.dtype, device=device)
+                                  - basis_in @ basis_in.T).U[:, : d - k]
+
+    def project(U):
+        inside = (U @ basis_in) @ basis_in.T
+        outside = U - inside
+        norm_in = torch.linalg.vector_norm(inside, dim=1, keepdim=True)
+        norm_out = torch.linalg.vector_norm(outside, dim=1, keepdim=True).clamp_min(1e-300)
+        norm = torch.linalg.vector_norm(U, dim=1, keepdim=True)
+        too_aligned = (norm_in > rho0 * norm)[:, 0]
+        clipped = rho0 * inside / norm_in.clamp_min(1e-300) + math.sqrt(1 - rho0**2) * outside / norm_out
+        return torch.where(too_aligned[:, None], clipped, U / norm)
+
+    if rho0 == 0.0:
+        return project, complement, "directions orthogonal to the teacher (ρ = 0)"
+    return project, torch.eye(d, dtype=theta_star.dtype, device=device), f"directions with ρ ≤ {rho0:g}"
+
+
+def _random_admissible(count, basis, project, gen, device):
+    U = torch.randn(count, basis.shape[0], generator=gen, dtype=torch.float64).to(device)
+    if basis.shape[1] < basis.shape[0]:
+        U = U @ basis @ basis.T
+    U = U / torch.linalg.vector_norm(U, dim=1, keepdim=True)
+    return project(U) if project is not None else U
+
+
+def split_into_copies(weights: torch.Tensor, kappa: torch.Tensor, p: float, width: int) -> list[int]:
+    """Integer copies m_k ≥ 1, Σ m_k = width, minimising Σ_k κ_k |A_k|^p m_k^{1−p} (eq. ``eq-splitting``).
+
+    Greedy: each further copy goes to the atom whose term drops most; optimal because each term
+    is convex and decreasing in m_k.  For p = 1 every allocation has the same value.
+    """
+    K = weights.shape[0]
+    if width < K:
+        raise FlatbookInputError(f"width {width} is below the {K} atoms of the flattest measure.")
+    cost = (kappa * weights.abs() ** p).tolist()
+    counts = [1] * K
+    if p == 1.0:
+        for extra in range(width - K):  # any split is optimal: spread evenly
+            counts[extra % K] += 1
+        return counts
+    heap = [(-(b * (1.0 - 2.0 ** (1.0 - p))), k) for k, b in enumerate(cost)]
+    heapq.heapify(heap)
+    for _ in range(width - K):
+        _, k = heapq.heappop(heap)
+        counts[k] += 1
+        c = counts[k]
+        heapq.heappush(heap, (-(cost[k] * (c ** (1.0 - p) - (c + 1) ** (1.0 - p))), k))
+    return counts
+
+
+def rounding_excess_bound(atoms: int, width: int, p: float) -> float:
+    """(m/(m − K))^{p−1} − 1: how far the integer split can exceed m^{1−p} V^p, relatively."""
+    return (width / (width - atoms)) ** (p - 1.0) - 1.0 if width > atoms else math.inf
+
+
+def _columns(U, X, activation):
+    """Feature columns σ(⟨u, x_i⟩) (n, K) and weights κ(u)^{1/p} (K,) of unit directions U."""
+    return activation(X @ U.T), unit_flatness_weights(U, X, activation) ** (1.0 / activation.p)
+
+
+def _build_net(atom_dirs, atom_weights, counts, activation):
+    theta = torch.repeat_interleave(atom_dirs, torch.tensor(counts, device=atom_dirs.device), dim=0)
+    share = atom_weights / torch.tensor(counts, dtype=atom_weights.dtype, device=atom_weights.device)
+    a = torch.repeat_interleave(share, torch.tensor(counts, device=atom_dirs.device))
+    return TwoLayerNet(a, theta, activation)
+
+
+def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, teacher=None,
+                          max_alignment=None, start_directions=None, n_start: int | None = None,
+                          rounds: int = 40, tol: float = 1e-3, pricing_starts: int = 64,
+                          pricing_steps: int = 60, slide_steps: int = 20, exact_pricing: bool = True,
+                          seed: int = 0, progress: bool = False) -> FlattestInterpolator:
+    """The flattest width-``width`` interpolator of (X, y), every direction allowed, with proven bounds.
+
+    ``teacher`` (k, d, orthonormal rows) with ``max_alignment`` = ρ0 ∈ [0, 1) restricts every
+    direction to ρ(u) = ‖Θ* u‖ ≤ ρ0: the flattest ρ0-bad interpolator.  ``start_directions``
+    warm-start the master (they are projected into the admissible set); if there are exactly
+    ``width`` of them, the result is never worse than :func:`flattest_outer_weights` on them.
+    Column generation runs at most ``rounds`` rounds and stops when the master's value is within
+    ``tol`` (relative) of the best lower bound (proven where pricing is exact, estimated else).
+    ``exact_pricing=False`` switches the arrangement enumeration off (for tests of the
+    heuristic path); the lower bound then comes from the provable bounds of :mod:`flatbook.pricing`.
+    ``progress`` shows a tqdm bar over the rounds.
+
+    The result's ``lower`` is a proven lower bound on Υ of every admissible interpolator of this
+    width (eq. ``eq-splitting`` with eq. ``eq-measure-dual``), ``upper`` is Υ of ``net``, and
+    ``certified`` says whether they agree to ``tol``.  Below the atom count no net is built
+    (``net`` is None, ``upper`` inf) but ``lower`` still holds.
+    """
+    activation = get_activation(activation)
+    X, y = check_data(X, y)
+    n, d = X.shape
+    if not (isinstance(width, int) and width >= 1):
+        raise FlatbookInputError(f"width must be a positive int (the number of neurons m), got {width!r}.")
+    if float(y.abs().max()) == 0.0:
+        raise FlatbookInputError("y is identically zero; the flattest interpolator is the zero network.")
+    if not (rounds >= 1 and tol > 0 and pricing_starts >= 1 and pricing_steps >= 0):
+        raise FlatbookInputError("need rounds >= 1, tol > 0, pricing_starts >= 1 and pricing_steps >= 0.")
+    device, p = X.device, activation.p
+    project, basis, admissible = _admissible_set(d, teacher, max_alignment, device)
+    r = basis.shape[1]
+    on_subspace = project is None or r < d  # the admissible set is a whole (sub)sphere
+    exact = exact_pricing and exact_pricing_available(activation, r) and on_subspace
+    # In d <= 3 the exact supremum over the whole sphere bounds the one over any subset.
+    superset = exact_pricing and not exact and exact_pricing_available(activation, d)
+    pricing = "exact" if exact else "superset" if superset else "bound"
+    gen = torch.Generator().manual_seed(seed)
+
+    warm = [_nuclear_norm_directions(X, y, basis)] if activation.name == "quadratic" else []
+    U0 = torch.cat([*warm, _spectral_starts(y - y.mean(), X, basis, project),
+                    _random_admissible(n_start or max(2 * n, 2 * d), basis, project, gen, device)])
+    dictionary = None
+    if start_directions is not None:
+        dictionary = as_tensor(start_directions, "start_directions", ndim=2, device=device)
+        if dictionary.shape[1] != d:
+            raise FlatbookInputError(f"start_directions has {dictionary.shape[1]} columns but X has d = {d}.")
+        dictionary = dictionary / torch.linalg.vector_norm(dictionary, dim=1, keepdim=True)
+        if project is not None:
+            dictionary = project(dictionary)
+        U0 = torch.cat([dictionary, U0])
+    directions = U0
+    Phi, w = _columns(directions, X, activation)
+    master = WeightedL1Master(y.cpu().numpy())
+    kept = directions[:0]
+    for attempt in range(5):  # a random dictionary too small to interpolate: double it, a few times
+        live = w > 0
+        master.add(Phi[:, live].cpu().numpy(), w[live].cpu().numpy())
+        kept = torch.cat([kept, directions[live]])
+        try:
+            solution = master.solve()
+            break
+        except InfeasibleInterpolationError as exc:
+            if attempt == 4 or activation.name == "quadratic":
+                hint = ""
+                if activation.name == "quadratic":
+                    D = r * (r + 1) // 2
+                    hint = (f" Quadratic features of directions in a {r}-dimensional space span at most "
+                            f"{D} dimensions, so they interpolate at most {D} generic samples (n = {n}).")
+                raise InfeasibleInterpolationError(f"{exc}{hint}") from None
+            directions = _random_admissible(kept.shape[0], basis, project, gen, device)
+            Phi, w = _columns(directions, X, activation)
+    directions = kept
+    Phi, w = _columns(directions, X, activation)
+
+    best = {"estimate": -math.inf, "proven": -math.inf}
+    history = []
+    status = f"round limit ({rounds}) reached"
+
+    def price(lam):
+        """Directions of high dual ratio, the largest ratio found, and a proven bound on the supremum."""
+        support = torch.as_tensor(np.abs(solution.mu) > 0, device=device)
+        starts = torch.cat([directions[support], _random_admissible(pricing_starts, basis, project, gen, device),
+                            _spectral_starts(lam, X, basis, project)])
+        found, values = maximize_dual_ratio(lam, X, activation, starts, project, steps=pricing_steps)
+        sup_estimate = max(float(values.max()), float(((Phi.T @ lam).abs() / w).max()))
+        if exact:
+            sup_proven, u_exact = exact_dual_ratio_sup(lam, X, activation, basis if r < d else None)
+            found, values = torch.cat([found, u_exact[None]]), torch.cat([values, values.new_tensor([sup_proven])])
+            sup_estimate = max(sup_estimate, sup_proven)
+        elif superset:
+            sup_proven, _ = exact_dual_ratio_sup(lam, X, activation)
+        elif activation.name == "quadratic":
+            sup_proven = quadratic_dual_ratio_bound(lam, X, basis if r < d else None)
+        else:
+            sup_proven = dual_ratio_bound(lam, X, activation)
+        return found, values, sup_estimate, max(sup_proven, sup_estimate)
+
+    bar = tqdm(range(rounds), desc="flattest interpolator", disable=not progress, leave=False)
+    rounds_run = 0
+    for round_ in bar:
+        rounds_run = round_ + 1
+        # Price at the interior-point (central) dual of the master: the simplex dual sits at a vertex of a
+        # degenerate optimal face and makes the dual ratio needlessly large elsewhere.
+        lam = _lp_interior_point(Phi, y, w)
+        found, values, sup_estimate, sup_proven = price(lam)
+        value = float(lam @ y)
+        if value > 0:
+            best["estimate"] = max(best["estimate"], value / sup_estimate)
+            best["proven"] = max(best["proven"], value / sup_proven)
+        target = best["proven"] if exact else best["estimate"]
+        new = _new_columns(found, values, directions, activation, X)
+        if slide_steps > 0:
+            basic = _basic_directions(directions, Phi, w, solution, n)
+            if basic is not None:
+                new = torch.cat([new, _slide(basic, X, y, activation, project, steps=slide_steps)[0]])
+        history.append({"round": round_, "master": solution.value, "lower_estimate": best["estimate"],
+                        "lower_proven": best["proven"], "columns": master.size, "added": new.shape[0]})
+        bar.set_postfix(V=f"{solution.value:.6g}", lower=f"{target:.6g}")
+        if solution.value <= (1.0 + tol) * target:
+            status = "converged" + ("" if exact else " (heuristic pricing)")
+            break
+        if new.shape[0] == 0:
+            status = "no improving direction found by the heuristic pricing"
+            break
+        Phi_new, w_new = _columns(new, X, activation)
+        master.add(Phi_new.cpu().numpy(), w_new.cpu().numpy())
+        directions, Phi, w = torch.cat([directions, new]), torch.cat([Phi, Phi_new], 1), torch.cat([w, w_new])
+        solution = master.solve()
+        keep = _prune(master, solution, Phi, w, n)
+        if keep is not None:
+            master.remove(keep)
+            directions, Phi, w = directions[keep], Phi[:, keep], w[keep]
+            solution = master.solve()
+    bar.close()
+    if solution.mu.shape[0] != master.size:  # columns were added after the last solve
+        solution = master.solve()
+    mu = torch.as_tensor(solution.mu, dtype=X.dtype, device=device)
+    on = mu.abs() > 1e-12 * float(mu.abs().max())
+    atom_dirs, atom_weights = directions[on], mu[on]
+    if isinstance(activation, LeakyReLU):
+        atom_dirs, atom_weights = _nudged_atoms(atom_dirs, atom_weights, X, y, activation, basis, project)
+    else:
+        atom_dirs, atom_weights = _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project)
+    kappa_atoms = unit_flatness_weights(atom_dirs, X, activation)
+    measure_value = float((kappa_atoms ** (1.0 / p) * atom_weights.abs()).sum())
+    lower = width ** (1.0 - p) * max(best["proven"], 0.0) ** p
+    lower_estimate = width ** (1.0 - p) * max(best["estimate"], 0.0) ** p
+    net, upper = None, math.inf
+    K = atom_dirs.shape[0]
+    if width >= K:
+        counts = split_into_copies(atom_weights, kappa_atoms, p, width)
+        net = _build_net(atom_dirs, atom_weights, counts, activation)
+        upper = min_flatness(net, X, y)
+    else:
+        status += f"; width {width} is below the {K} atoms, so no network is built (the lower bound holds)"
+    if dictionary is not None and dictionary.shape[0] == width and width >= n:
+        warm = flattest_outer_weights(dictionary, X, y, activation)
+        if warm.flatness < upper:
+            net, upper = warm.net, warm.flatness
+            status += "; the warm-start dictionary's flattest weights were flatter than the split atoms"
+    gap = (upper - lower) / upper if math.isfinite(upper) else math.inf
+    return FlattestInterpolator(
+        net=net, upper=upper, lower=lower, lower_estimate=lower_estimate, certified=gap <= tol, gap=gap,
+        atoms=Atoms(atom_dirs, atom_weights), status=f"{status} over {admissible}", width=width, p=p,
+        measure_value=measure_value, measure_lower=max(best["proven"], 0.0),
+        pricing=pricing, rounds=rounds_run, history=history)
+
+
+def _new_columns(found, values, directions, activation, X, max_new: int = 64):
+    """The best distinct directions with dual ratio above 1 that the master does not already hold.
+
+    For the quadratic σ(−z) = σ(z), so u and −u give the same column and count as one.
+    """
+    even = activation.name == "quadratic"
+    picked = []
+    for i in torch.argsort(values, descending=True).tolist():
+        if float(values[i]) <= 1.0 + 1e-9 or len(picked) >= max_new:
+            break
+        u = found[i]
+        held = torch.cat([directions, *(u[None] for u in picked)]) if picked else directions
+        cosines = held @ u
+        if float((cosines.abs() if even else cosines).max()) > 1.0 - 1e-10:
+            continue
+        picked.append(u)
+    return torch.stack(picked) if picked else found[:0]
+
+
+def _spectral_starts(lam, X, basis, project, count: int = 8):
+    """The extreme eigenvectors of M = Σ_i λ_i x_i x_iᵀ inside the admissible subspace, both signs.
+
+    For the quadratic, Σ_i λ_i σ(⟨u, x_i⟩) = uᵀMu and κ(u) varies little, so they start the
+    ascent of G_λ near its best maxima.  With λ = y − ȳ they are the classical spectral
+    estimate of the label-relevant directions (for a single-index teacher and Gaussian inputs,
+    E[(y − Ey) x xᵀ] is a multiple of θ*θ*ᵀ for the ReLU and quadratic links): a data-only
+    warm start, no teacher involved.
+    """
+    Xb = X @ basis
+    vals, vecs = torch.linalg.eigh((Xb * lam[:, None]).T @ Xb)
+    order = torch.argsort(vals.abs(), descending=True)[:count]
+    U = vecs[:, order].T @ basis.T
+    U = torch.cat([U, -U])
+    return project(U) if project is not None else U
+
+
+def _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project, max_atoms: int = 4, steps: int = 30):
+    """Try to interpolate with only the k ≤ ``max_atoms`` heaviest atoms, their directions polished.
+
+    Column generation ends with the heavy atoms slightly off their optimum and many atoms of
+    weight ~1e-6 that correct for it; each costs a neuron when the atoms are split into copies.
+    For k = 1, 2, …: Gauss-Newton on the k directions, the weights by least squares (variable
+    projection), until the residual is below 1e-11 max|y|.  Returns the first k-atom
+    interpolator whose V is no larger than the atoms' own V (to 1e-9), else the atoms unchanged.
+    """
+    p = activation.p
+    kappa = unit_flatness_weights(atom_dirs, X, activation)
+    contribution = kappa ** (1.0 / p) * atom_weights.abs()
+    value = float(contribution.sum())
+    order = torch.argsort(contribution, descending=True)
+    scale = float(y.abs().max())
+
+    def fit(U):
+        F = activation(X @ (U / torch.linalg.vector_norm(U, dim=1, keepdim=True)).T)
+        mu = torch.linalg.lstsq(F, y[:, None], driver="gelsd").solution[:, 0]
+        return F @ mu - y, mu
+
+    for k in range(1, min(max_atoms, atom_dirs.shape[0] - 1) + 1):
+        U = atom_dirs[order[:k]].clone()
+        for _ in range(steps):
+            residual, _ = fit(U)
+            if float(residual.abs().max()) <= 1e-11 * scale:
+                break
+            J = torch.func.jacrev(lambda V: fit(V)[0])(U).reshape(X.shape[0], -1)
+            step = torch.linalg.lstsq(J, -residual[:, None], driver="gelsd").solution[:, 0].reshape(U.shape)
+            U = U + step
+            U = U / torch.linalg.vector_norm(U, dim=1, keepdim=True)
+            if project is not None:
+                U = project(U)
+        residual, mu = fit(U)
+        if float(residual.abs().max()) <= 1e-11 * scale:
+            new_value = float((unit_flatness_weights(U, X, activation) ** (1.0 / p) * mu.abs()).sum())
+            if new_value <= value * (1.0 + 1e-9):
+                return U, mu
+    return atom_dirs, atom_weights
+
+
+def _nuclear_norm_directions(X, y, basis, max_dim: int = 60):
+    """Eigenvectors of the minimum-nuclear-norm symmetric Q with x_iᵀQx_i = y_i (inside the subspace).
+
+    For the quadratic, a measure μ interpolates iff Q = ∫ uuᵀ dμ(u) does, and ∫ d|μ| ≥ ‖Q‖_*;
+    with κ(u) nearly constant, V* ≈ κ̄^{3/4} min ‖Q‖_*, an SDP (PhaseLift's relaxation): its
+    eigenvectors are near-optimal atoms, a data-only warm start (no teacher involved).  Skipped
+    (returns no directions) above ``max_dim`` dimensions or if the SDP fails.
+    """
+    import cvxpy as cp
+
+    r = basis.shape[1]
+    if r > max_dim:
+        return X.new_zeros(0, X.shape[1])
+    Xb = (X @ basis).cpu().numpy()
+    P, N = cp.Variable((r, r), PSD=True), cp.Variable((r, r), PSD=True)
+    problem = cp.Problem(cp.Minimize(cp.trace(P) + cp.trace(N)),
+                         [cp.sum(cp.multiply(Xb @ (P - N), Xb), axis=1) == y.cpu().numpy()])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "inaccurate": only a warm start
+            problem.solve(solver="CLARABEL")
+    except cp.error.SolverError:
+        return X.new_zeros(0, X.shape[1])
+    if P.value is None:
+        return X.new_zeros(0, X.shape[1])
+    vals, vecs = np.linalg.eigh(P.value - N.value)
+    keep = np.abs(vals) > 1e-6 * np.abs(vals).max()
+    return torch.as_tensor(vecs[:, keep].T, dtype=X.dtype, device=X.device) @ basis.T
+
+
+def _slide(U, X, y, activation, project, steps: int = 20, angle: float = 0.1):
+    """Move n directions with an invertible feature matrix to lower V(U) = Σ_k w(u_k)|μ_k|, μ = Φ(U)⁻¹y.
+
+    The continuous local step of sliding Frank-Wolfe: the master's basic directions (n of them,
+    so every iterate still interpolates exactly) descend along the tangent gradient of V, with
+    backtracking on the step angle.  Returns the moved directions and V there (inf if Φ(U) is
+    singular at the start).
+    """
+    def value(V):
+        F = activation(X @ V.T)
+        mu = torch.linalg.solve(F, y)
+        return (unit_flatness_weights(V, X, activation) ** (1.0 / activation.p) * mu.abs()).sum()
+
+    try:
+        current = float(value(U))
+    except RuntimeError:  # singular: nothing to slide
+        return U, math.inf
+    for _ in range(steps):
+        V = U.detach().clone().requires_grad_(True)
+        (grad,) = torch.autograd.grad(value(V), V)
+        grad = grad - (grad * U).sum(1, keepdim=True) * U
+        largest = float(torch.linalg.vector_norm(grad, dim=1).max())
+        if not largest > 0 or not math.isfinite(largest):
+            break
+        while angle > 1e-6:
+            trial = U - (angle / largest) * grad
+            trial = trial / torch.linalg.vector_norm(trial, dim=1, keepdim=True)
+            if project is not None:
+                trial = project(trial)
+            try:
+                trial_value = float(value(trial))
+            except RuntimeError:
+                trial_value = math.inf
+            if trial_value < current:
+                U, current, angle = trial, trial_value, angle * 1.5
+                break
+            angle *= 0.5
+        else:
+            break
+    return U.detach(), current
+
+
+def _basic_directions(directions, Phi, w, solution, n):
+    """The support of the master's solution completed to n directions by the next-tightest columns."""
+    lam = torch.as_tensor(solution.dual, dtype=Phi.dtype, device=Phi.device)
+    ratio = (Phi.T @ lam).abs() / w
+    ratio[torch.as_tensor(np.abs(solution.mu) > 0, device=Phi.device)] = math.inf
+    if directions.shape[0] < n:
+        return None
+    return directions[torch.argsort(ratio, descending=True)[:n]]
+
+
+def _prune(master, solution, Phi, w, n, cap_factor: int = 10):
+    """Keep mask once the master exceeds ``cap_factor``·n + 500 columns: the support, then the half of
+    the cap that is tightest at the master's dual (the cuts that shape the dual stay)."""
+    cap = cap_factor * n + 500
+    if master.size <= cap:
+        return None
+    lam = torch.as_tensor(solution.dual, dtype=Phi.dtype, device=Phi.device)
+    ratio = ((Phi.T @ lam).abs() / w).cpu().numpy()
+    ratio[np.abs(solution.mu) > 0] = np.inf  # the support always stays
+    keep = np.zeros(master.size, dtype=bool)
+    keep[np.argsort(-ratio)[: cap // 2]] = True
+    return keep
+
+
+def _nudged_atoms(atom_dirs, atom_weights, X, y, activation, basis, project):
+    """Atoms moved off the hyperplanes they sit on (see :func:`flatbook.pricing.nudge_inactive`), inside
+    the admissible set, weights refitted by least squares; the original atoms if that breaks interpolation."""
+    moved = nudge_inactive(atom_dirs, X, basis=basis if basis.shape[1] < X.shape[1] else None)
+    moved = moved / torch.linalg.vector_norm(moved, dim=1, keepdim=True)
+    if project is not None:
+        moved = project(moved)
+    F = activation(X @ moved.T)
+    refit = torch.linalg.lstsq(F, y[:, None], driver="gelsd").solution[:, 0]
+    if float((F @ refit - y).abs().max()) <= 1e-9 * float(y.abs().max()):
+        return moved, refit
+    return atom_dirs, atom_weights
+
+
+__all__ = ["Atoms", "FlattestInterpolator", "flattest_interpolator", "split_into_copies",
+           "rounding_excess_bound"]

@@ -1,0 +1,324 @@
+"""Pricing for the flattest interpolator over all directions: the dual ratio and its supremum.
+
+For a dual vector λ ∈ R^n the *dual ratio* of a direction u on the unit sphere is
+(book, chapter 2, eq. ``eq-measure-dual``)::
+
+    G_λ(u) = |Σ_i λ_i σ(⟨u, x_i⟩)| / κ(u)^{1/p},
+
+with κ(u) the flatness weight of eq. ``eq-kappa`` and p = 2c/(c+1); G_λ is
+0-homogeneous in u.  The dual of the measure program V* is max λᵀy subject to
+sup_u G_λ(u) ≤ 1, so *any* λ with λᵀy > 0 gives the lower bound
+V* ≥ λᵀy / sup_u G_λ(u) — but only if the supremum is known, or bounded from above.
+This module gives the three ways to get at sup_u G_λ:
+
+- :func:`maximize_dual_ratio`: batched multi-start projected gradient ascent.  Fast, finds
+  the new columns of column generation, but a *heuristic*: the maximum it finds may miss the
+  supremum, so a bound built from it is only an estimate.
+- :func:`exact_dual_ratio_sup` (ReLU and leaky ReLU, admissible directions in a subspace of
+  dimension ≤ 3): enumerates the faces of the data's hyperplane arrangement.  On a face with
+  sign pattern fixed, σ(Xu) is linear in u and κ(u)^{1/p} = 2 √(S T) with T constant, so the
+  ratio is |λᵀ G u| / ‖G u‖ up to a constant, maximised at u = G⁺λ; the supremum is the
+  largest value at these stationary points and at the arrangement's rays (eq. ``eq-relu-cells``).
+- :func:`dual_ratio_bound`: a cheap provable bound for every activation and dimension,
+  from Euler's identity z σ'(z) = c σ(z) and Cauchy-Schwarz (eq. ``eq-pricing-bound``)::
+
+      sup_u G_λ(u) ≤ max_i (|λ_i| / ‖x_i‖) · n^{(c−1)/(2c)} (n/2)^{(c+1)/(2c)} / (c γ^{1/c} K_c),
+
+  with K_c = ((c+1) c^{−c/(c+1)})^{(c+1)/(2c)} and γ = min |σ(±1)| over the sides where σ'
+  is non-zero.  Loose, but always a bound.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from .activations import HomogeneousActivation, LeakyReLU, get_activation
+from .errors import FlatbookInputError
+from .flatness import unit_flatness_weights
+
+_QUADRATIC = get_activation("quadratic")
+
+
+def dual_ratio(U: torch.Tensor, lam: torch.Tensor, X: torch.Tensor, activation: HomogeneousActivation,
+               chunk: int = 4096) -> torch.Tensor:
+    """G_λ(u) for each row of ``U`` (any non-zero norm); 0 where σ vanishes on every sample.
+
+    Differentiable in ``U`` (used by :func:`maximize_dual_ratio`).
+    """
+    out = []
+    for start in range(0, U.shape[0], chunk):
+        u = U[start:start + chunk]
+        u = u / torch.linalg.vector_norm(u, dim=1, keepdim=True)
+        numerator = (activation(X @ u.T) * lam[:, None]).sum(0).abs()
+        kappa = unit_flatness_weights(u, X, activation)
+        positive = kappa > 0
+        safe = torch.where(positive, kappa, torch.ones_like(kappa))
+        out.append(torch.where(positive, numerator / safe ** (1.0 / activation.p), torch.zeros_like(kappa)))
+    return torch.cat(out) if out else U.new_zeros(0)
+
+
+def maximize_dual_ratio(lam, X, activation, starts: torch.Tensor, project: Callable | None = None,
+                        steps: int = 60, angle: float = 0.3) -> tuple[torch.Tensor, torch.Tensor]:
+    """Local maxima of G_λ near each row of ``starts``: projected gradient ascent on the sphere.
+
+    Every row moves along the tangent gradient of log G_λ by at most ``angle`` radians; a row
+    whose step does not increase G_λ keeps its point and halves its angle, one that does grows
+    it by 1.5.  ``project`` maps directions back into the admissible set after each step.
+    Returns (directions, values), both for every start.  A heuristic: it proves nothing
+    about the supremum.
+    """
+    U = starts / torch.linalg.vector_norm(starts, dim=1, keepdim=True)
+    if project is not None:
+        U = project(U)
+    values = dual_ratio(U, lam, X, activation)
+    angles = torch.full_like(values, angle)
+    for _ in range(steps):
+        V = U.detach().clone().requires_grad_(True)
+        g = dual_ratio(V, lam, X, activation)
+        (grad,) = torch.autograd.grad(torch.log(g.clamp_min(1e-300)).sum(), V)
+        grad = grad - (grad * U).sum(1, keepdim=True) * U
+        size = torch.linalg.vector_norm(grad, dim=1, keepdim=True)
+        moving = size[:, 0] > 0
+        if not bool(moving.any()):
+            break
+        direction = grad / torch.where(size > 0, size, torch.ones_like(size))
+        trial = torch.cos(angles)[:, None] * U + torch.sin(angles)[:, None] * direction
+        if project is not None:
+            trial = project(trial)
+        trial_values = dual_ratio(trial, lam, X, activation)
+        better = (trial_values > values) & moving
+        U = torch.where(better[:, None], trial, U)
+        values = torch.where(better, trial_values, values)
+        angles = torch.where(better, (angles * 1.5).clamp_max(1.0), angles * 0.5)
+        if float(angles.max()) < 1e-7:
+            break
+    return U.detach(), values.detach()
+
+
+def dual_ratio_bound(lam, X, activation: HomogeneousActivation) -> float:
+    """A provable upper bound on sup_u G_λ(u) over the whole sphere (eq. ``eq-pricing-bound``).
+
+    Derivation: Σ_i λ_i σ(z_i) = (1/c) Σ_i λ_i z_i σ'(z_i) (Euler), so by Cauchy-Schwarz
+    |Σ_i λ_i σ(z_i)| ≤ (1/c) max_i(|λ_i|/‖x_i‖) (Σ_{A} z_i²)^{1/2} (Σ_i σ'(z_i)²‖x_i‖²)^{1/2},
+    A the samples with σ'(z_i) ≠ 0; and |σ(z)| ≥ γ|z|^c on A with the power-mean inequality
+    gives (Σ_A z_i²)^{1/2} ≤ n^{(c−1)/(2c)} γ^{−1/c} (Σ_i σ(z_i)²)^{1/(2c)}.
+    """
+    n = X.shape[0]
+    c = activation.degree
+    norms = torch.linalg.vector_norm(X, dim=1)
+    if bool((norms == 0).any()):
+        keep = norms > 0  # a zero sample has σ = 0 for every u and drops out of the numerator
+        lam, norms = lam[keep], norms[keep]
+    ones = torch.tensor([1.0, -1.0], dtype=X.dtype, device=X.device)
+    live = activation.derivative(ones) != 0
+    gamma = float(activation(ones)[live].abs().min())
+    k_c = ((c + 1.0) * c ** (-c / (c + 1.0))) ** ((c + 1.0) / (2.0 * c))
+    largest = float((lam.abs() / norms).max()) if lam.numel() else 0.0
+    growth = n ** ((c - 1.0) / (2.0 * c)) * (n / 2.0) ** ((c + 1.0) / (2.0 * c))
+    return largest * growth / (c * gamma ** (1.0 / c) * k_c)
+
+
+def quadratic_dual_ratio_bound(lam, X, basis: torch.Tensor | None = None) -> float:
+    """A provable upper bound on sup G_λ for σ(z) = z², over the sphere of span(``basis``) (eq. ``eq-quadratic-bound``).
+
+    Numerator: |Σ_i λ_i ⟨u, x_i⟩²| = |uᵀMu|, M = Σ_i λ_i x_i x_iᵀ.  Denominator: κ^{3/4} =
+    K_2 S^{1/4} T^{1/2} with T = uᵀBu, B = (8/n) Σ_i ‖x_i‖² x_i x_iᵀ, and by the power mean
+    S = (2/n) Σ_i z_i⁴ ≥ (2/n²) (uᵀGu)², G = Σ_i x_i x_iᵀ.  With the matrix geometric mean,
+    uᵀ(G # B)u ≤ (uᵀGu · uᵀBu)^{1/2}, so G_λ(u) ≤ |uᵀMu| / (K_2 (2/n²)^{1/4} uᵀ(G # B)u), whose
+    maximum is the largest |generalised eigenvalue| of (M, G # B).  Typically within a factor
+    1.5 of the supremum, against a factor ~√n for :func:`dual_ratio_bound`.
+    """
+    n = X.shape[0]
+    Xb = X if basis is None else X @ basis
+    sq_norms = (X * X).sum(1)
+    M = (Xb * lam[:, None]).T @ Xb
+    G = Xb.T @ Xb
+    B = 8.0 / n * (Xb * sq_norms[:, None]).T @ Xb
+    # G # B = G^{1/2} (G^{-1/2} B G^{-1/2})^{1/2} G^{1/2}
+    g_vals, g_vecs = torch.linalg.eigh(G)
+    if float(g_vals.min()) <= 1e-12 * float(g_vals.max()):
+        return dual_ratio_bound(lam, X, _QUADRATIC)
+    g_half = g_vecs @ torch.diag(g_vals.sqrt()) @ g_vecs.T
+    g_inv_half = g_vecs @ torch.diag(g_vals.rsqrt()) @ g_vecs.T
+    inner_vals, inner_vecs = torch.linalg.eigh(g_inv_half @ B @ g_inv_half)
+    mean = g_half @ inner_vecs @ torch.diag(inner_vals.clamp_min(0).sqrt()) @ inner_vecs.T @ g_half
+    m_vals, m_vecs = torch.linalg.eigh(mean)
+    m_inv_half = m_vecs @ torch.diag(m_vals.clamp_min(1e-300).rsqrt()) @ m_vecs.T
+    largest = float(torch.linalg.eigvalsh(m_inv_half @ M @ m_inv_half).abs().max())
+    k_2 = (3.0 * 2.0 ** (-2.0 / 3.0)) ** 0.75
+    return largest / (k_2 * (2.0 / n**2) ** 0.25)
+
+
+def exact_pricing_available(activation: HomogeneousActivation, subspace_dim: int) -> bool:
+    """Whether :func:`exact_dual_ratio_sup` applies: a piecewise-linear σ and admissible dimension ≤ 3."""
+    return isinstance(activation, LeakyReLU) and 1 <= subspace_dim <= 3
+
+
+def _arrangement_faces(Xr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The faces of the central arrangement {u : ⟨u, x_i⟩ = 0} in R^r, r ∈ {1, 2, 3}.
+
+    Returns (rays, ray_patterns, spans, patterns): the arrangement's rays (R, r) with their sign
+    patterns (R, n); and for every face that
+    touches a ray, an orthonormal basis of its linear span (F, r, r, zero-padded) and its sign
+    pattern (F, n) in {−1, 0, +1}.  For data in general position every face touches a ray, so
+    every face is listed (some more than once).
+    """
+    n, r = Xr.shape
+    dtype, device = Xr.dtype, Xr.device
+    eye = torch.eye(r, dtype=dtype, device=device)
+    if r == 1:
+        rays = torch.tensor([[1.0], [-1.0]], dtype=dtype, device=device)
+        patterns = torch.sign(Xr @ rays.T).T
+        return rays, patterns, eye.expand(2, 1, 1).clone(), patterns
+    # Rays: r = 2, the normals' perpendiculars; r = 3, the cross products of pairs of normals.
+    if r == 2:
+        base = torch.stack([-Xr[:, 1], Xr[:, 0]], dim=1)
+        pairs = torch.arange(n, device=device)[:, None]
+    else:
+        i, j = torch.triu_indices(n, n, offset=1, device=device)
+        base = torch.linalg.cross(Xr[i], Xr[j])
+        pairs = torch.stack([i, j], dim=1)
+    keep = torch.linalg.vector_norm(base, dim=1) > 1e-12 * float(Xr.norm(dim=1).max()) ** (r - 1)
+    base, pairs = base[keep], pairs[keep]
+    base = base / torch.linalg.vector_norm(base, dim=1, keepdim=True)
+    rays = torch.cat([base, -base])
+    pairs = torch.cat([pairs, pairs])
+    z = rays @ Xr.T
+    tol = 1e-10 * Xr.norm(dim=1)[None, :]
+    ray_patterns = torch.where(z.abs() <= tol, torch.zeros_like(z), torch.sign(z))
+    ray_patterns.scatter_(1, pairs, 0.0)
+    spans, patterns = [], []
+    R = rays.shape[0]
+    rows = torch.arange(R, device=device)
+    k = pairs.shape[1]
+    # Full-dimensional cells around each ray: every sign choice on the hyperplanes through it.
+    for signs in torch.cartesian_prod(*([torch.tensor([-1.0, 1.0], dtype=dtype, device=device)] * k)).reshape(-1, k):
+        pat = ray_patterns.clone()
+        pat[rows[:, None], pairs] = signs
+        patterns.append(pat)
+        spans.append(eye.expand(R, r, r))
+    if r == 3:
+        # Two-dimensional faces: inside the plane of one normal, either side of the other.
+        for inside, across in ((0, 1), (1, 0)):
+            normal = Xr[pairs[:, inside]]
+            e1 = rays
+            e2 = torch.linalg.cross(normal, rays)
+            e2 = e2 / torch.linalg.vector_norm(e2, dim=1, keepdim=True)
+            span = torch.stack([e1, e2, torch.zeros_like(e1)], dim=2)  # columns: basis of the plane
+            for sign in (-1.0, 1.0):
+                pat = ray_patterns.clone()
+                pat[rows, pairs[:, across]] = sign
+                patterns.append(pat)
+                spans.append(span)
+    return rays, ray_patterns, torch.cat(spans), torch.cat(patterns)
+
+
+def _face_values(lam, Xr, sq_norms, U, patterns, slope):
+    """G_λ at directions U (F, r) taken on the face with the given sign patterns (F, n).
+
+    Uses the face's slopes s_i = σ'(pattern_i) (σ'(0) = the negative slope) rather than the
+    signs of ⟨u, x_i⟩, so a stationary point that lies on a face up to round-off gets the face's
+    value, never a smaller one.  Returns −1 where U lies clearly outside its face.
+    """
+    n = Xr.shape[0]
+    z = (U @ Xr.T) * (patterns != 0)
+    scale = torch.sqrt(sq_norms)[None, :] * torch.linalg.vector_norm(U, dim=1, keepdim=True)
+    inside = ((z * patterns) >= -1e-9 * scale).all(dim=1)
+    s = torch.where(patterns > 0, torch.ones_like(z), torch.full_like(z, slope))
+    numerator = (lam[None, :] * s * z).sum(1).abs()
+    S = 2.0 / n * ((s * z) ** 2).sum(1)
+    T = 2.0 / n * (s**2 * sq_norms[None, :]).sum(1)
+    kappa = 2.0 * torch.sqrt(S * T)
+    value = torch.where(kappa > 0, numerator / torch.where(kappa > 0, kappa, torch.ones_like(kappa)),
+                        torch.zeros_like(kappa))
+    return torch.where(inside, value, torch.full_like(value, -1.0))
+
+
+def exact_dual_ratio_sup(lam, X, activation: HomogeneousActivation, basis: torch.Tensor | None = None,
+                         chunk: int = 20_000) -> tuple[float, torch.Tensor]:
+    """sup of G_λ over the unit sphere of span(``basis``) (all of R^d if None), exactly.
+
+    For the ReLU and leaky ReLU with an admissible subspace of dimension r ≤ 3 (d ≤ 3, or the
+    misaligned directions ρ = 0 when d − k ≤ 3).  Returns (supremum, a maximising direction).
+    Cost O(n^{r−1}) faces, each O(n r²): seconds for n in the hundreds at r = 3.
+
+    Why it is exact (eq. ``eq-relu-cells``): on the relative interior of a face F of the
+    arrangement the slopes s_i = σ'(z_i) are fixed, σ(z_i) = s_i z_i and T is constant, so
+    G_λ = const · |λᵀGu| / ‖Gu‖ with G = diag(s) X restricted to span F; this quasi-concave
+    ratio is maximal on span F at u = G⁺λ.  If that point lies in F it is F's maximum;
+    otherwise F's supremum is approached at its relative boundary, a union of lower faces,
+    where (σ'(0) being the one-sided value the package uses) G_λ is at least the limit from
+    inside.  So the largest value over the stationary points that lie in their faces and over
+    the rays is the supremum.
+    """
+    d = X.shape[1]
+    W = torch.eye(d, dtype=X.dtype, device=X.device) if basis is None else basis
+    if not exact_pricing_available(activation, W.shape[1]):
+        raise FlatbookInputError(
+            "exact pricing needs a ReLU or leaky ReLU and admissible directions in a subspace of "
+            f"dimension <= 3, got {activation!r} in dimension {W.shape[1]}; use dual_ratio_bound.")
+    Xr = X @ W
+    sq_norms = (X * X).sum(1)
+    slope = activation.negative_slope
+    rays, ray_patterns, spans, patterns = _arrangement_faces(Xr)
+    best_value, best_u = -1.0, None
+
+    def consider(U, pats):
+        nonlocal best_value, best_u
+        values = _face_values(lam, Xr, sq_norms, U, pats, slope)
+        i = int(torch.argmax(values))
+        if float(values[i]) > best_value:
+            best_value, best_u = float(values[i]), U[i]
+
+    consider(rays, ray_patterns)
+    for start in range(0, patterns.shape[0], chunk):
+        pat = patterns[start:start + chunk]
+        span = spans[start:start + chunk]
+        s = torch.where(pat > 0, torch.ones_like(pat), torch.where(pat < 0, torch.full_like(pat, slope),
+                                                                   torch.zeros_like(pat)))
+        G = s[:, :, None] * torch.einsum("nr,frk->fnk", Xr, span)  # (F, n, r)
+        rhs = lam[None, :, None].expand(G.shape[0], -1, 1)
+        coeff = torch.linalg.lstsq(G, rhs, driver="gelsd").solution[:, :, 0]
+        u = torch.einsum("frk,fk->fr", span, coeff)
+        consider(u, pat)
+        consider(-u, pat)
+    u = nudge_inactive((best_u @ W.T)[None, :], X, basis=basis)[0]
+    return best_value, u / torch.linalg.vector_norm(u)
+
+
+def nudge_inactive(U: torch.Tensor, X: torch.Tensor, rel_tol: float = 1e-9,
+                   basis: torch.Tensor | None = None) -> torch.Tensor:
+    """Move each direction off the hyperplanes ⟨u, x_i⟩ = 0 it lies on (up to ``rel_tol``), to their
+    negative side.
+
+    Optima of the ReLU programs sit on cell boundaries, where the convention σ'(0) = σ'(0⁻)
+    decides the flatness weight; a pre-activation of ±1e-17 would otherwise decide it by the
+    sign of round-off.  The step δ is the least-norm solution of ⟨δ, x_i⟩ = −rel_tol ‖u‖ ‖x_i‖
+    on those samples, so every other sample keeps its sign (its |⟨u, x_i⟩| is larger).  With
+    ``basis`` (d, r orthonormal) the step stays in span(basis), so directions stay in that subspace.
+    """
+    norms = torch.linalg.vector_norm(X, dim=1)
+    out = U.clone()
+    for j in range(U.shape[0]):
+        size = float(torch.linalg.vector_norm(U[j]))
+        on = ((X @ U[j]).abs() <= rel_tol * size * norms).nonzero()[:, 0]
+        if on.numel() == 0:
+            continue
+        target = -rel_tol * size * norms[on] - X[on] @ U[j]
+        A = X[on] if basis is None else X[on] @ basis
+        step = torch.linalg.lstsq(A, target[:, None], driver="gelsd").solution[:, 0]
+        out[j] = U[j] + (step if basis is None else basis @ step)
+    return out
+
+
+__all__ = [
+    "dual_ratio",
+    "maximize_dual_ratio",
+    "dual_ratio_bound",
+    "quadratic_dual_ratio_bound",
+    "exact_pricing_available",
+    "exact_dual_ratio_sup",
+    "nudge_inactive",
+]

@@ -1,0 +1,155 @@
+"""The weighted-ℓ1 interpolation program with columns added and removed: the restricted master.
+
+For columns φ_j ∈ R^n with positive weights w_j (book, chapter 2, eq. ``eq-measure-program``
+restricted to finitely many directions)::
+
+    min_μ  Σ_j w_j |μ_j|   subject to  Σ_j μ_j φ_j = y,
+
+a linear program with dual  max_λ λᵀy  subject to |φ_jᵀλ| ≤ w_j.  Column generation adds
+directions one batch at a time and drops unused ones; :class:`WeightedL1Master` keeps one
+HiGHS model alive across these changes, so each re-solve starts from the previous basis
+(adding columns keeps the old basis primal feasible: the primal simplex continues from it).
+
+Unlike :func:`flatbook.flattest_outer_weights`, which fixes κ and p from the activation and
+needs at least n columns of full rank, the master takes any positive weights and any number
+of columns; while the columns cannot interpolate, it says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverError
+
+
+@dataclass
+class MasterSolution:
+    """An optimal basic solution of the restricted master."""
+
+    mu: np.ndarray       #: μ_j, one per current column
+    dual: np.ndarray     #: λ (n,), |φ_jᵀλ| ≤ w_j with equality where μ_j ≠ 0
+    value: float         #: Σ_j w_j |μ_j| = λᵀy
+
+
+@contextlib.contextmanager
+def _quiet_stdout():
+    """HiGHS prints its banner from C++ on construction; send fd 1 to /dev/null meanwhile."""
+    try:
+        fd = os.dup(1)
+    except OSError:  # no real stdout (some notebook kernels): nothing to silence
+        yield
+        return
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 1)
+        try:
+            yield
+        finally:
+            os.dup2(fd, 1)
+            os.close(fd)
+
+
+class WeightedL1Master:
+    """min Σ_j w_j |μ_j| s.t. Φ μ = y over a changing set of columns, warm-started (HiGHS simplex).
+
+    Each column j enters the LP as the pair μ_j = μ_j⁺ − μ_j⁻, μ_j± ≥ 0, cost w_j each.
+    """
+
+    def __init__(self, y: np.ndarray, time_limit: float = 600.0):
+        import highspy
+
+        y = np.asarray(y, dtype=np.float64)
+        if y.ndim != 1 or not np.isfinite(y).all():
+            raise FlatbookInputError("y must be a finite vector.")
+        self.n = y.shape[0]
+        self.y = y
+        with _quiet_stdout():
+            self._highs = highspy.Highs()
+        self._highs.setOptionValue("output_flag", False)
+        self._highs.setOptionValue("time_limit", float(time_limit))
+        self._inf = highspy.kHighsInf
+        self._status_optimal = highspy.HighsModelStatus.kOptimal
+        self._highs.addRows(self.n, y, y, 0, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32),
+                            np.zeros(0))
+        self.columns = np.zeros((self.n, 0))
+        self.weights = np.zeros(0)
+        self._order = np.zeros(0, dtype=np.int64)  # LP column → our column
+        self._sign = np.zeros(0)                   # LP column → +1 (μ⁺) or −1 (μ⁻)
+
+    @property
+    def size(self) -> int:
+        """Number of columns (directions) in the master."""
+        return self.weights.shape[0]
+
+    def add(self, columns: np.ndarray, weights: np.ndarray) -> None:
+        """Add columns (n, k) with weights (k,) > 0; the basis of the last solve is kept."""
+        columns = np.asarray(columns, dtype=np.float64).reshape(self.n, -1)
+        weights = np.asarray(weights, dtype=np.float64).reshape(-1)
+        if columns.shape[1] != weights.shape[0] or (weights <= 0).any() or not np.isfinite(columns).all():
+            raise FlatbookInputError("need one positive weight per finite column.")
+        k = weights.shape[0]
+        if k == 0:
+            return
+        both = np.hstack([columns, -columns])  # μ⁺ columns, then μ⁻ columns
+        starts = np.arange(2 * k, dtype=np.int32) * self.n
+        index = np.tile(np.arange(self.n, dtype=np.int32), 2 * k)
+        # New pairs go at the end of the LP's columns; keep our bookkeeping in LP order.
+        self._highs.addCols(2 * k, np.concatenate([weights, weights]), np.zeros(2 * k),
+                            np.full(2 * k, self._inf), 2 * k * self.n, starts, index, both.T.ravel())
+        first = self.size
+        self._order = np.concatenate([self._order, first + np.arange(k), first + np.arange(k)])
+        self._sign = np.concatenate([self._sign, np.ones(k), -np.ones(k)])
+        self.columns = np.hstack([self.columns, columns])
+        self.weights = np.concatenate([self.weights, weights])
+
+    def remove(self, keep: np.ndarray) -> None:
+        """Keep only the columns where the boolean mask ``keep`` is True."""
+        keep = np.asarray(keep, dtype=bool)
+        drop_lp = np.nonzero(~keep[self._order])[0].astype(np.int32)
+        if drop_lp.size == 0:
+            return
+        self._highs.deleteCols(drop_lp.size, drop_lp)
+        renumber = np.cumsum(keep) - 1
+        lp_keep = keep[self._order]
+        self._order = renumber[self._order[lp_keep]]
+        self._sign = self._sign[lp_keep]
+        self.columns = self.columns[:, keep]
+        self.weights = self.weights[keep]
+
+    def solve(self) -> MasterSolution:
+        """Re-optimise from the current basis; raise if the columns cannot interpolate y."""
+        if self.size == 0:
+            raise InfeasibleInterpolationError("the master has no columns; add directions first.")
+        self._highs.run()
+        status = self._highs.getModelStatus()
+        if status != self._status_optimal:  # numerical trouble from the warm start: solve from scratch
+            self._highs.clearSolver()
+            self._highs.run()
+            status = self._highs.getModelStatus()
+        if status != self._status_optimal:
+            text = self._highs.modelStatusToString(status)
+            if "nfeasible" in text:
+                raise InfeasibleInterpolationError(
+                    f"the {self.size} directions in the master cannot interpolate the {self.n} labels "
+                    "(their feature matrix has rank < n); start from more or other directions.")
+            raise SolverError(f"HiGHS stopped with status {text!r} on the restricted master.")
+        solution = self._highs.getSolution()
+        x = np.asarray(solution.col_value)
+        mu = np.zeros(self.size)
+        np.add.at(mu, self._order, self._sign * x)
+        dual = np.asarray(solution.row_dual, dtype=np.float64)
+        value = float(self.weights @ np.abs(mu))
+        return MasterSolution(mu=mu, dual=dual, value=value)
+
+
+def weighted_l1_interpolation(columns, y, weights) -> MasterSolution:
+    """Solve min Σ_j w_j |μ_j| s.t. Σ_j μ_j φ_j = y once (no warm start): a convenience wrapper."""
+    master = WeightedL1Master(np.asarray(y, dtype=np.float64))
+    master.add(columns, weights)
+    return master.solve()
+
+
+__all__ = ["MasterSolution", "WeightedL1Master", "weighted_l1_interpolation"]

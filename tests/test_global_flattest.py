@@ -1,0 +1,256 @@
+"""The flattest interpolator over all directions: splitting lemma, bounds, and exact references."""
+
+import itertools
+import math
+
+import cvxpy as cp
+import numpy as np
+import pytest
+import torch
+
+from flatbook import TwoLayerNet, flattest_interpolator, flattest_outer_weights, get_activation, min_flatness
+from flatbook.data import single_index
+from flatbook.errors import FlatbookInputError, InfeasibleInterpolationError
+from flatbook.flatness import unit_flatness_weights
+from flatbook.global_flattest import rounding_excess_bound, split_into_copies
+from flatbook.interpolators import random_directions
+from flatbook.relu_cells import activation_patterns, all_activation_patterns, flattest_relu_over_patterns
+from flatbook.weighted_l1 import WeightedL1Master
+
+
+def data(d, n, link, noise=0.3, seed=0):
+    teacher = single_index(d=d, link=link, noise_std=noise, seed=seed)
+    X, y = teacher.sample(n, seed=seed + 1)
+    return teacher, X, y
+
+
+def cvxpy_weighted_l1(columns, y, weights):
+    mu = cp.Variable(columns.shape[1])
+    problem = cp.Problem(cp.Minimize(weights @ cp.abs(mu)), [columns @ mu == y])
+    problem.solve(solver="CLARABEL")
+    assert problem.status == "optimal"
+    return problem.value
+
+
+# --- the restricted master ---------------------------------------------------------------------
+
+def test_master_matches_cvxpy_through_additions_and_removals():
+    rng = np.random.default_rng(1)
+    columns, weights, y = rng.standard_normal((20, 60)), rng.uniform(0.5, 2.0, 60), rng.standard_normal(20)
+    master = WeightedL1Master(y)
+    master.add(columns[:, :30], weights[:30])
+    first = master.solve()
+    assert first.value == pytest.approx(cvxpy_weighted_l1(columns[:, :30], y, weights[:30]), rel=1e-7)
+    master.add(columns[:, 30:], weights[30:])
+    second = master.solve()
+    assert second.value == pytest.approx(cvxpy_weighted_l1(columns, y, weights), rel=1e-7)
+    np.testing.assert_allclose(columns @ second.mu, y, atol=1e-10)
+    assert np.abs(columns.T @ second.dual / weights).max() <= 1 + 1e-9  # dual feasible
+    assert second.dual @ y == pytest.approx(second.value, rel=1e-9)     # zero gap
+    keep = np.ones(60, dtype=bool)
+    keep[::3] = False
+    keep[np.abs(second.mu) > 0] = True
+    master.remove(keep)
+    assert master.size == keep.sum()
+    assert master.solve().value == pytest.approx(cvxpy_weighted_l1(columns[:, keep], y, weights[keep]), rel=1e-7)
+
+
+def test_master_says_when_its_columns_cannot_interpolate():
+    master = WeightedL1Master(np.arange(5.0))
+    with pytest.raises(InfeasibleInterpolationError, match="no columns"):
+        master.solve()
+    master.add(np.ones((5, 2)) * np.arange(1, 3), np.ones(2))  # span{1, e_1} does not hold y
+    master.add(np.eye(5)[:, :1], np.ones(1))
+    with pytest.raises(InfeasibleInterpolationError, match="cannot interpolate"):
+        master.solve()
+    with pytest.raises(FlatbookInputError, match="positive weight"):
+        master.add(np.ones((5, 1)), np.zeros(1))
+
+
+# --- the splitting lemma ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,params", [("quadratic", {}), ("relu_power", {"c": 3.0}), ("relu", {})])
+def test_splitting_lemma_step_by_step(name, params):
+    """Jensen within a direction (equality for equal copies), then Hölder across directions."""
+    activation = get_activation(name, **params)
+    p = activation.p
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(30, 5, generator=gen, dtype=torch.float64)
+    U = random_directions(4, 5, seed=3)
+    A = torch.randn(4, generator=gen, dtype=torch.float64)
+    kappa = unit_flatness_weights(U, X, activation)
+    b = kappa ** (1 / p) * A.abs()
+    for trial in range(5):
+        counts = torch.randint(1, 6, (4,), generator=gen)
+        groups = torch.repeat_interleave(torch.arange(4), counts)
+        jensen = float((kappa * A.abs() ** p * counts.double() ** (1 - p)).sum())
+        holder = int(counts.sum()) ** (1 - p) * float(b.sum()) ** p
+        # Equal copies, any norms (the symmetry): Υ equals the Jensen expression.
+        scale = 1.0 + trial  # θ scaled, a scaled back: the same effective weights
+        equal = TwoLayerNet(A[groups] / counts[groups] / scale**activation.degree, U[groups] * scale, activation)
+        assert min_flatness(equal, X, equal(X)) == pytest.approx(jensen, rel=1e-10)
+        # Unequal shares of the same totals: never flatter.
+        shares = torch.rand(int(counts.sum()), generator=gen, dtype=torch.float64) + 0.1
+        shares = shares / torch.zeros(4, dtype=torch.float64).index_add(0, groups, shares)[groups]
+        unequal = TwoLayerNet(A[groups] * shares, U[groups], activation)
+        assert min_flatness(unequal, X, unequal(X)) >= jensen * (1 - 1e-12)
+        assert jensen >= holder * (1 - 1e-12)
+    # Hölder's equality case, with real-valued m_u ∝ b_u.
+    m = 50.0
+    proportional = m * b / b.sum()
+    assert float((kappa * A.abs() ** p * proportional ** (1 - p)).sum()) == \
+        pytest.approx(m ** (1 - p) * float(b.sum()) ** p, rel=1e-12)
+
+
+@pytest.mark.parametrize("p", [1.0, 4 / 3, 1.5])
+def test_greedy_split_is_the_best_integer_allocation(p):
+    gen = torch.Generator().manual_seed(1)
+    weights = torch.randn(3, generator=gen, dtype=torch.float64)
+    kappa = torch.rand(3, generator=gen, dtype=torch.float64) + 0.5
+    cost = kappa * weights.abs() ** p
+    for width in (3, 4, 7, 12):
+        counts = split_into_copies(weights, kappa, p, width)
+        assert sum(counts) == width and min(counts) >= 1
+        value = float((cost * torch.tensor(counts, dtype=torch.float64) ** (1 - p)).sum())
+        brute = min(float((cost * torch.tensor(c, dtype=torch.float64) ** (1 - p)).sum())
+                    for c in itertools.product(range(1, width + 1), repeat=3) if sum(c) == width)
+        assert value == pytest.approx(brute, rel=1e-12)
+        ideal = width ** (1 - p) * float((kappa ** (1 / p) * weights.abs()).sum()) ** p
+        assert value >= ideal * (1 - 1e-12)
+        if width > 3:
+            assert value <= ideal * (1 + rounding_excess_bound(3, width, p)) * (1 + 1e-12)
+
+
+# --- exact references ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("d,n", [(2, 15), (3, 24)])
+def test_relu_column_generation_matches_the_exact_activation_pattern_program(d, n):
+    _, X, y = data(d, n, "relu")
+    reference = flattest_relu_over_patterns(X, y, all_activation_patterns(X)).value
+    result = flattest_interpolator(X, y, "relu", 3 * n)
+    assert result.pricing == "exact" and result.certified, result.status
+    assert result.lower <= reference * (1 + 1e-6)              # a proven bound is below the exact optimum
+    assert result.upper == pytest.approx(reference, rel=2e-3)  # and the optimum is found (tol 1e-3 + SOCP accuracy)
+    assert result.upper == pytest.approx(min_flatness(result.net, X, y), rel=1e-10)
+    assert result.net.width == 3 * n
+    assert float((result.net(X) - y).abs().max()) <= 1e-8 * float(y.abs().max())
+
+
+def test_pattern_program_with_sampled_patterns_is_an_upper_bound():
+    _, X, y = data(3, 20, "relu")
+    exact = flattest_relu_over_patterns(X, y, all_activation_patterns(X)).value
+    sampled = flattest_relu_over_patterns(X, y, activation_patterns(X, random_directions(200, 3, seed=2))).value
+    assert sampled >= exact * (1 - 1e-7)
+
+
+def grid_measure_value(X, y, activation, directions):
+    """V over a fixed grid of directions (an upper bound on V*), by cvxpy."""
+    columns = activation(X @ directions.T).numpy()
+    weights = (unit_flatness_weights(directions, X, activation) ** (1 / activation.p)).numpy()
+    return cvxpy_weighted_l1(columns, y.numpy(), weights)
+
+
+def fibonacci_sphere(count):
+    i = np.arange(count) + 0.5
+    phi, theta = np.arccos(1 - 2 * i / count), math.pi * (1 + 5**0.5) * i
+    return torch.as_tensor(np.stack([np.cos(theta) * np.sin(phi), np.sin(theta) * np.sin(phi), np.cos(phi)], 1))
+
+
+@pytest.mark.parametrize("name,d,n", [("relu", 2, 12), ("quadratic", 2, 3), ("quadratic", 3, 6)])
+def test_agrees_with_a_fine_grid_of_directions(name, d, n):
+    activation = get_activation(name)
+    _, X, y = data(d, n, "relu" if name == "relu" else "quadratic")
+    if d == 2:
+        angles = torch.linspace(0, math.pi if name == "quadratic" else 2 * math.pi, 2001, dtype=torch.float64)[:-1]
+        grid = torch.stack([angles.cos(), angles.sin()], 1)
+    else:
+        grid = fibonacci_sphere(4000)
+        grid = grid[grid[:, 2] >= 0]  # σ even: a hemisphere is the whole
+    v_grid = grid_measure_value(X, y, activation, grid)
+    result = flattest_interpolator(X, y, activation, 10 * n)
+    p = activation.p
+    # The grid is an upper bound on V*: column generation is never much above it, and its proven lower
+    # bound never above it.  Grid spacing ≤ 0.06 rad moves V by well under 5 %.
+    assert result.measure_value <= v_grid * (1 + 1e-3)
+    assert result.measure_value >= v_grid * (1 - 0.05)
+    assert result.measure_lower <= v_grid * (1 + 1e-9)
+    assert result.lower <= (10 * n) ** (1 - p) * v_grid**p * (1 + 1e-9)
+
+
+def test_lower_bound_holds_when_the_heuristic_pricing_is_crippled():
+    """One start and no ascent steps: the estimate may be anything, the proven bound must stay below V*."""
+    _, X, y = data(3, 20, "relu")
+    exact = flattest_relu_over_patterns(X, y, all_activation_patterns(X)).value
+    weak = flattest_interpolator(X, y, "relu", 40, exact_pricing=False, pricing_starts=1, pricing_steps=0,
+                                 slide_steps=0, rounds=3)
+    assert weak.pricing == "bound"
+    assert weak.lower <= exact * (1 + 1e-9)
+    assert weak.upper >= exact * (1 - 2e-3)  # any interpolator is above the optimum (SOCP accuracy)
+
+
+@pytest.mark.parametrize("name", ["relu", "quadratic"])
+def test_never_worse_than_the_dictionary_it_was_warm_started_from(name):
+    _, X, y = data(6, 15, "relu" if name == "relu" else "quadratic")
+    dictionary = random_directions(40, 6, seed=4)
+    baseline = flattest_outer_weights(dictionary, X, y, name).flatness
+    result = flattest_interpolator(X, y, name, 40, start_directions=dictionary, rounds=3)
+    assert result.upper <= baseline * (1 + 1e-9)
+    assert result.lower <= result.upper
+
+
+# --- widths ------------------------------------------------------------------------------------
+
+def test_widths_share_one_measure_and_the_rounding_stays_within_its_bound():
+    _, X, y = data(3, 12, "quadratic", noise=0.0)
+    quad = get_activation("quadratic")
+    p = quad.p
+    results = {m: flattest_interpolator(X, y, quad, m, seed=0) for m in (1, 2, 5, 40, 160)}
+    base = results[40]
+    for m, result in results.items():
+        assert m ** (p - 1) * result.lower == pytest.approx(40 ** (p - 1) * base.lower, rel=1e-8)
+        K = result.atoms.directions.shape[0]
+        if m >= K:
+            ideal = result.upper_measure_bound
+            assert ideal * (1 - 1e-9) <= result.upper <= ideal * (1 + rounding_excess_bound(K, m, p)) + 1e-12
+            assert result.upper == pytest.approx(min_flatness(result.net, X, y), rel=1e-9)
+        else:
+            assert result.net is None and math.isinf(result.upper) and "below" in result.status
+    # The teacher is one atom here, so Υ* falls like m^{1−p} = m^{−1/3} exactly.
+    assert results[160].upper / results[40].upper == pytest.approx(4 ** (1 - p), rel=1e-6)
+
+
+# --- the bad set -------------------------------------------------------------------------------
+
+def test_bad_interpolator_directions_respect_the_alignment_bound():
+    teacher, X, y = data(4, 12, "relu")
+    for rho0 in (0.0, 0.5):
+        result = flattest_interpolator(X, y, "relu", 30, teacher=teacher.theta_star, max_alignment=rho0, rounds=5)
+        alignment = result.net.alignment(teacher.theta_star)
+        assert float(alignment.max()) <= rho0 + 1e-9
+        best = flattest_interpolator(X, y, "relu", 30, rounds=5)
+        assert result.lower <= result.upper and best.lower <= best.upper
+
+
+def test_bad_set_at_rho0_zero_in_three_dimensions_is_priced_exactly():
+    teacher, X, y = data(3, 20, "relu")
+    result = flattest_interpolator(X, y, "relu", 40, teacher=teacher.theta_star, max_alignment=0.0)
+    assert result.pricing == "exact" and result.certified, result.status
+    assert float(result.net.alignment(teacher.theta_star).max()) <= 1e-9
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+def test_clear_errors():
+    teacher, X, y = data(3, 10, "relu")
+    with pytest.raises(FlatbookInputError, match="width"):
+        flattest_interpolator(X, y, "relu", 0)
+    with pytest.raises(FlatbookInputError, match="go together"):
+        flattest_interpolator(X, y, "relu", 10, teacher=teacher.theta_star)
+    with pytest.raises(FlatbookInputError, match=r"\[0, 1\)"):
+        flattest_interpolator(X, y, "relu", 10, teacher=teacher.theta_star, max_alignment=1.0)
+    with pytest.raises(FlatbookInputError, match="orthonormal"):
+        flattest_interpolator(X, y, "relu", 10, teacher=2 * teacher.theta_star, max_alignment=0.5)
+    with pytest.raises(FlatbookInputError, match="identically zero"):
+        flattest_interpolator(X, 0 * y, "relu", 10)
+    with pytest.raises(InfeasibleInterpolationError, match="at most 6"):
+        flattest_interpolator(*data(3, 10, "quadratic")[1:], "quadratic", 10)

@@ -1,0 +1,129 @@
+"""The dual ratio G_λ and the three ways to its supremum, against brute force on fine grids."""
+
+import math
+
+import pytest
+import torch
+
+from flatbook import get_activation
+from flatbook.errors import FlatbookInputError
+from flatbook.pricing import (dual_ratio, dual_ratio_bound, exact_dual_ratio_sup, maximize_dual_ratio,
+                              nudge_inactive, quadratic_dual_ratio_bound)
+
+PIECEWISE_LINEAR = [get_activation("relu"), get_activation("leaky_relu", negative_slope=0.2)]
+
+
+def instance(n=30, d=3, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    lam = torch.randn(n, generator=gen, dtype=torch.float64)
+    return X, lam
+
+
+def circle(count):
+    angles = torch.linspace(0, 2 * math.pi, count + 1, dtype=torch.float64)[:-1]
+    return torch.stack([angles.cos(), angles.sin()], dim=1)
+
+
+def independent_ratio(u, lam, X, activation):
+    """G_λ(u) written out in numpy from eq. eq-kappa, for one unit direction."""
+    z = X.numpy() @ u
+    sigma = activation(torch.from_numpy(z)).numpy()
+    dsigma = activation.derivative(torch.from_numpy(z)).numpy()
+    n, c = X.shape[0], activation.degree
+    S = 2 / n * (sigma**2).sum()
+    T = 2 / n * (dsigma**2 * (X.numpy() ** 2).sum(1)).sum()
+    kappa = (c + 1) * c ** (-c / (c + 1)) * S ** (1 / (c + 1)) * T ** (c / (c + 1))
+    return abs(lam.numpy() @ sigma) / kappa ** (1 / activation.p)
+
+
+def test_dual_ratio_matches_its_definition_and_is_scale_free(activation):
+    X, lam = instance(d=4)
+    U = torch.randn(5, 4, dtype=torch.float64)
+    values = dual_ratio(U, lam, X, activation)
+    for u, value in zip(U, values, strict=True):
+        assert float(value) == pytest.approx(independent_ratio((u / u.norm()).numpy(), lam, X, activation), rel=1e-12)
+    torch.testing.assert_close(dual_ratio(7.3 * U, lam, X, activation), values)
+
+
+@pytest.mark.parametrize("activation", PIECEWISE_LINEAR, ids=str)
+def test_exact_supremum_in_two_dimensions_matches_a_fine_circle(activation):
+    X, lam = instance(n=25, d=2)
+    sup, u = exact_dual_ratio_sup(lam, X, activation)
+    grid = float(dual_ratio(circle(200_000), lam, X, activation).max())
+    # The grid can only be below the supremum, and with 2·10^5 points by at most O(1e-4) relatively.
+    assert grid <= sup * (1 + 1e-12)
+    assert sup <= grid * (1 + 1e-3)
+    # The returned direction attains it with the package's own σ'(0) convention (it is nudged off 0).
+    assert float(dual_ratio(u[None], lam, X, activation)) == pytest.approx(sup, rel=1e-6)
+
+
+@pytest.mark.parametrize("activation", PIECEWISE_LINEAR, ids=str)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_exact_supremum_in_three_dimensions_is_above_every_sample_and_every_ascent(activation, seed):
+    X, lam = instance(n=30, d=3, seed=seed)
+    sup, _ = exact_dual_ratio_sup(lam, X, activation)
+    gen = torch.Generator().manual_seed(seed + 10)
+    samples = torch.randn(300_000, 3, generator=gen, dtype=torch.float64)
+    assert float(dual_ratio(samples, lam, X, activation).max()) <= sup * (1 + 1e-12)
+    starts = torch.randn(100, 3, generator=gen, dtype=torch.float64)
+    _, values = maximize_dual_ratio(lam, X, activation, starts)
+    assert float(values.max()) <= sup * (1 + 1e-9)
+    # The ascent never ends below where it started (it only accepts improving steps).
+    assert (values >= dual_ratio(starts, lam, X, activation)).all()
+
+
+def test_exact_supremum_on_a_subspace_matches_a_fine_circle_in_it():
+    X, lam = instance(n=30, d=3)
+    relu = get_activation("relu")
+    basis = torch.linalg.qr(torch.randn(3, 2, dtype=torch.float64)).Q
+    sup, u = exact_dual_ratio_sup(lam, X, relu, basis)
+    grid = float(dual_ratio(circle(200_000) @ basis.T, lam, X, relu).max())
+    assert grid <= sup * (1 + 1e-12) and sup <= grid * (1 + 1e-3)
+    assert float((u - basis @ (basis.T @ u)).norm()) < 1e-6  # the maximiser lies in the subspace
+
+
+@pytest.mark.parametrize("d", [2, 5, 12])
+def test_cheap_bound_is_a_bound(activation, d):
+    for seed in range(3):
+        X, lam = instance(n=40, d=d, seed=seed)
+        bound = dual_ratio_bound(lam, X, activation)
+        gen = torch.Generator().manual_seed(seed)
+        _, values = maximize_dual_ratio(lam, X, activation, torch.randn(200, d, generator=gen, dtype=torch.float64))
+        assert float(values.max()) <= bound
+
+
+@pytest.mark.parametrize("d", [2, 3, 8])
+def test_quadratic_bound_is_a_bound_and_within_a_small_factor(d):
+    quad = get_activation("quadratic")
+    for seed in range(3):
+        X, lam = instance(n=60, d=d, seed=seed)
+        bound = quadratic_dual_ratio_bound(lam, X)
+        gen = torch.Generator().manual_seed(seed)
+        _, values = maximize_dual_ratio(lam, X, quad, torch.randn(300, d, generator=gen, dtype=torch.float64))
+        found = float(values.max())
+        assert found <= bound
+        # The power-mean step alone loses 3^{1/4} ≈ 1.32 for Gaussian data; allow the matrix mean 1.5 more.
+        assert bound <= 2.0 * found
+        # Never worse than the generic bound.
+        assert bound <= dual_ratio_bound(lam, X, quad)
+
+
+def test_exact_pricing_rejects_what_it_cannot_do():
+    X, lam = instance(d=4)
+    with pytest.raises(FlatbookInputError, match="dimension <= 3"):
+        exact_dual_ratio_sup(lam, X, get_activation("relu"))
+    with pytest.raises(FlatbookInputError, match="ReLU"):
+        exact_dual_ratio_sup(lam, X[:, :3], get_activation("quadratic"))
+
+
+def test_nudge_moves_off_hyperplanes_to_the_negative_side_only():
+    X, _ = instance(n=10, d=3)
+    u = torch.linalg.cross(X[0], X[1])  # on the hyperplanes of samples 0 and 1
+    moved = nudge_inactive(u[None], X)[0]
+    z_before, z_after = X @ u, X @ moved
+    assert (z_after[:2] < 0).all()
+    assert torch.equal(torch.sign(z_after[2:]), torch.sign(z_before[2:]))
+    assert float((moved - u).norm()) < 1e-7 * float(u.norm())
+    generic = torch.randn(4, 3, dtype=torch.float64)  # on no hyperplane: left exactly as it is
+    assert torch.equal(nudge_inactive(generic, X), generic)
