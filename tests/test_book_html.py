@@ -101,6 +101,7 @@ SYMBOLS = [
     ("sym-loss", r"F_S|F\^\\star"), ("sym-trace", r"\\operatorname\{Tr\}"), ("sym-upsilon", r"\\Upsilon"),
     ("sym-kappa", r"\\kappa"), ("sym-dual", r"\\Phi"), ("sym-potential", r"R\^\*|\\nabla R"),
     ("sym-horizon", r"\\phi_\\alpha"), ("sym-balance", r"B_j"), ("sym-margin", r"\\gamma_"),
+    ("sym-measure", r"V\^\\star|G_\\lambda"),
 ]
 
 

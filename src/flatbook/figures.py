@@ -44,7 +44,7 @@ _SPECS = [
     FigureSpec("ch2-sorted-weights", "book/02-convex-dual-bound.md", "convex_dual", "plot_sorted_weights",
                "Sorted effective outer weights: sparse (ReLU) and spread (quadratic)"),
     FigureSpec("ch2-balancedness", "book/02-convex-dual-bound.md", "convex_dual", "plot_balancedness",
-               "Largest effective outer weight against the width at fixed n"),
+               "Flatness and largest weight against the width: dictionary optimum vs global flattest"),
     FigureSpec("ch3-gap", "book/03-bad-interpolators.md", "bad_interpolators", "plot_gap",
                "Flatness gap of misaligned interpolators against n"),
     FigureSpec("ch3-regime", "book/03-bad-interpolators.md", "bad_interpolators", "plot_regime",

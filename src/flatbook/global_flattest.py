@@ -32,6 +32,7 @@ exactly the requested width.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import warnings
@@ -40,9 +41,9 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
-from .activations import LeakyReLU, get_activation
+from .activations import HomogeneousActivation, LeakyReLU, get_activation
 from .backend import as_tensor, check_data
 from .errors import FlatbookInputError, InfeasibleInterpolationError
 from .flatness import min_flatness, unit_flatness_weights
@@ -82,10 +83,22 @@ class FlattestInterpolator:
     p: float                  #: 2c/(c+1)
     measure_value: float      #: V of the final master: Σ κ(u)^{1/p}|A_u| over the atoms (≥ V*)
     measure_lower: float      #: proven lower bound on V*
+    measure_lower_estimate: float  #: the lower bound on V* implied by the largest pricing ratio found
     pricing: str              #: how sup G_λ is bounded: "exact" (on the admissible set), "superset" (exact on
     #: the whole sphere, d ≤ 3), "bound" (eq. ``eq-pricing-bound`` or ``eq-quadratic-bound``)
     rounds: int               #: column-generation rounds run
     history: list[dict] = field(default_factory=list)  #: per round: master value, bounds, columns
+    activation: HomogeneousActivation | None = None
+    tol: float = 1e-3
+
+    def at_width(self, X, y, width: int) -> FlattestInterpolator:
+        """The same measure split for another width: no new solve, the bounds rescale as m^{1−p}."""
+        X, y = check_data(X, y)
+        if not (isinstance(width, int) and width >= 1):
+            raise FlatbookInputError(f"width must be a positive int, got {width!r}.")
+        status = self.status.split("; width")[0]
+        return _assemble(self.atoms, X, y, self.activation, width, self.measure_lower,
+                         self.measure_lower_estimate, self.tol, status, self.pricing, self.rounds, self.history)
 
     @property
     def upper_measure_bound(self) -> float:
@@ -213,7 +226,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         raise FlatbookInputError("y is identically zero; the flattest interpolator is the zero network.")
     if not (rounds >= 1 and tol > 0 and pricing_starts >= 1 and pricing_steps >= 0):
         raise FlatbookInputError("need rounds >= 1, tol > 0, pricing_starts >= 1 and pricing_steps >= 0.")
-    device, p = X.device, activation.p
+    device = X.device
     project, basis, admissible = _admissible_set(d, teacher, max_alignment, device)
     r = basis.shape[1]
     on_subspace = project is None or r < d  # the admissible set is a whole (sub)sphere
@@ -328,29 +341,40 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         atom_dirs, atom_weights = _nudged_atoms(atom_dirs, atom_weights, X, y, activation, basis, project)
     else:
         atom_dirs, atom_weights = _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project)
-    kappa_atoms = unit_flatness_weights(atom_dirs, X, activation)
-    measure_value = float((kappa_atoms ** (1.0 / p) * atom_weights.abs()).sum())
-    lower = width ** (1.0 - p) * max(best["proven"], 0.0) ** p
-    lower_estimate = width ** (1.0 - p) * max(best["estimate"], 0.0) ** p
+    result = _assemble(Atoms(atom_dirs, atom_weights), X, y, activation, width, max(best["proven"], 0.0),
+                       max(best["estimate"], 0.0), tol, f"{status} over {admissible}", pricing, rounds_run, history)
+    if dictionary is not None and dictionary.shape[0] == width and width >= n:
+        warm = flattest_outer_weights(dictionary, X, y, activation)
+        if warm.flatness < result.upper:
+            gap = (warm.flatness - result.lower) / warm.flatness
+            result = dataclasses.replace(
+                result, net=warm.net, upper=warm.flatness, gap=gap, certified=gap <= tol,
+                status=result.status + "; the warm-start dictionary's flattest weights were flatter "
+                                       "than the split atoms")
+    return result
+
+
+def _assemble(atoms, X, y, activation, width, measure_lower, measure_lower_estimate, tol, status, pricing,
+              rounds, history) -> FlattestInterpolator:
+    """The width-``width`` network from the atoms (eq. ``eq-splitting``) and the bounds at that width."""
+    p = activation.p
+    kappa = unit_flatness_weights(atoms.directions, X, activation)
+    measure_value = float((kappa ** (1.0 / p) * atoms.weights.abs()).sum())
+    lower = width ** (1.0 - p) * measure_lower**p
     net, upper = None, math.inf
-    K = atom_dirs.shape[0]
+    K = atoms.directions.shape[0]
     if width >= K:
-        counts = split_into_copies(atom_weights, kappa_atoms, p, width)
-        net = _build_net(atom_dirs, atom_weights, counts, activation)
+        net = _build_net(atoms.directions, atoms.weights, split_into_copies(atoms.weights, kappa, p, width),
+                         activation)
         upper = min_flatness(net, X, y)
     else:
         status += f"; width {width} is below the {K} atoms, so no network is built (the lower bound holds)"
-    if dictionary is not None and dictionary.shape[0] == width and width >= n:
-        warm = flattest_outer_weights(dictionary, X, y, activation)
-        if warm.flatness < upper:
-            net, upper = warm.net, warm.flatness
-            status += "; the warm-start dictionary's flattest weights were flatter than the split atoms"
     gap = (upper - lower) / upper if math.isfinite(upper) else math.inf
     return FlattestInterpolator(
-        net=net, upper=upper, lower=lower, lower_estimate=lower_estimate, certified=gap <= tol, gap=gap,
-        atoms=Atoms(atom_dirs, atom_weights), status=f"{status} over {admissible}", width=width, p=p,
-        measure_value=measure_value, measure_lower=max(best["proven"], 0.0),
-        pricing=pricing, rounds=rounds_run, history=history)
+        net=net, upper=upper, lower=lower, lower_estimate=width ** (1.0 - p) * measure_lower_estimate**p,
+        certified=gap <= tol, gap=gap, atoms=atoms, status=status, width=width, p=p,
+        measure_value=measure_value, measure_lower=measure_lower, measure_lower_estimate=measure_lower_estimate,
+        pricing=pricing, rounds=rounds, history=history, activation=activation, tol=tol)
 
 
 def _new_columns(found, values, directions, activation, X, max_new: int = 64):

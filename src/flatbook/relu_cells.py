@@ -21,6 +21,7 @@ cell of a smaller pattern, so the minimum over all patterns is unchanged.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,9 +89,12 @@ def flattest_relu_over_patterns(X, y, patterns, solver: str = "CLARABEL") -> Pat
         variables.append((pattern, pair))
         total = total + XD @ (pair[0] - pair[1])
     constraints.append(total == yn)
-    problem = cp.Problem(cp.Minimize(cp.sum(cp.hstack(objective))), constraints)
     try:
-        problem.solve(solver=solver)
+        with warnings.catch_warnings():
+            # One norm per pattern and sign cannot be vectorised; cvxpy's hint about compile time is moot.
+            warnings.filterwarnings("ignore", message="Objective contains too many subexpressions")
+            problem = cp.Problem(cp.Minimize(cp.sum(cp.hstack(objective))), constraints)
+            problem.solve(solver=solver)
     except cp.error.SolverError as exc:
         raise SolverError(f"cvxpy/{solver} failed on the ReLU pattern program: {exc}") from exc
     if problem.status not in ("optimal", "optimal_inaccurate"):

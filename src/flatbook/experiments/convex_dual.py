@@ -10,8 +10,12 @@ Tables:
 - ``others``: Υ of ``n_other`` random interpolators with the same directions,
   at distances from the optimum spread log-uniformly over three decades;
 - ``weights``: |ã_j| of the solution, sorted;
-- ``balancedness``: for each width m, ‖ã‖_∞, ‖ã‖_1, the support and max |a_j| at
-  the optimal rescaling.
+- ``balancedness``: for each width m, the flattest interpolator over m random directions
+  (an upper bound on Υ*(m)) beside the global flattest interpolator of that width
+  (:func:`flatbook.flattest_interpolator`, one measure split for every width), with
+  their Υ, the proven lower bound, max_j |ã_j| and the number of distinct directions;
+- ``splitting``: the quadratic teacher direction repeated k times in a dictionary, and Υ
+  of the flattest interpolator over it (eq. ``eq-splitting`` predicts a fall by k^{p−1}).
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from .. import flattest_outer_weights, get_activation, optimal_rescaling
+from .. import flattest_interpolator, flattest_outer_weights, get_activation
 from ..data import single_index
 from ..flatness import orbit_flatness, population_flatness_weight
 from ..flattest import other_interpolators
@@ -32,6 +37,7 @@ from ..style import (
     ROLE,
     book_style,
     finish_panels,
+    legend_below,
     new_figure,
     no_minor_labels,
 )
@@ -47,15 +53,23 @@ class Config:
     n_other: int = 2_000
     spread_min: float = 1e-3
     spread_max: float = 1.0
-    widths: tuple = (200, 400, 800, 1600)
+    widths: tuple = (200, 400, 800, 1600, 3200, 6400)
     activations: tuple = ("relu", "quadratic")
+    global_rounds: int = 40
+    split_d: int = 15
+    split_n: int = 60
+    split_random: int = 119
+    split_copies: tuple = (1, 4, 16, 64)
     seed: int = 0
 
 
 CONFIGS = {
-    "smoke": Config(d=8, n=20, m=60, n_other=200, widths=(40, 80, 160)),
+    "smoke": Config(d=8, n=20, m=60, n_other=200, widths=(40, 80, 160), global_rounds=5, split_d=6, split_n=12,
+                    split_random=20, split_copies=(1, 4)),
     "book": Config(),
-    "paper": Config(d=50, n=1000, m=4000, n_other=10_000, widths=(2000, 4000, 8000, 16000)),
+    "paper": Config(d=50, n=1000, m=4000, n_other=10_000, widths=(2000, 4000, 8000, 16000, 32000, 64000),
+                    global_rounds=60,
+                    split_d=30, split_n=240, split_random=479, split_copies=(1, 4, 16, 64, 256)),
 }
 
 
@@ -85,16 +99,20 @@ def _activation_point(config: Config, name: str, index: int) -> dict:
     sampled = other_interpolators(result, X, config.n_other, spread=spreads, seed=seed + 3)
     upsilons = orbit_flatness(sampled, result.kappa, result.p)
     ordered = result.effective_a.abs().sort(descending=True).values
+    flattest = flattest_interpolator(X, y, activation, max(config.widths), rounds=config.global_rounds,
+                                     seed=seed + 4)
     balancedness = []
     for m in config.widths:
         wide = _solve(activation, teacher, X, y, m, seed + 5)
-        rescaled = wide.net.rescale(optimal_rescaling(wide.net, X, y))
+        best = flattest.at_width(X, y, m)
         balancedness.append({
-            "activation": name, "m": m, "upsilon": wide.flatness,
-            "max_effective_weight": float(wide.effective_a.abs().max()),
-            "l1_effective_weight": float(wide.effective_a.abs().sum()),
-            "support": wide.support_size,
-            "max_outer_weight_at_optimum": float(rescaled.a.abs().max()),
+            "activation": name, "m": m, "p": result.p, "upsilon": wide.flatness,
+            "max_effective_weight": float(wide.effective_a.abs().max()), "support": wide.support_size,
+            "global_upper": best.upper, "global_lower": best.lower, "global_lower_estimate": best.lower_estimate,
+            "global_certified": best.certified, "global_pricing": best.pricing,
+            "global_max_effective_weight": float(best.net.effective_outer_weights().abs().max()),
+            "global_atoms": best.atoms.directions.shape[0],
+            "global_vertex_upsilon": flattest.at_width(X, y, best.atoms.directions.shape[0]).upper,
         })
     return {"solutions": [solution],
             "others": [{"activation": name, "upsilon": float(u)} for u in upsilons],
@@ -103,12 +121,28 @@ def _activation_point(config: Config, name: str, index: int) -> dict:
             "balancedness": balancedness}
 
 
+def _splitting_point(config: Config, copies: int) -> dict:
+    """Quadratic, y = (θ*·x)²: θ* repeated ``copies`` times plus random directions, flattest weights."""
+    seed = config.seed + 100
+    teacher = single_index(config.split_d, link="quadratic", seed=seed)
+    X, y = teacher.sample(config.split_n, seed=seed + 1)
+    dictionary = torch.cat([teacher.theta_star.expand(copies, -1),
+                            random_directions(config.split_random, config.split_d, seed=seed + 2)])
+    result = flattest_outer_weights(dictionary, X, y, "quadratic")
+    return {"splitting": [{"copies": copies, "upsilon": result.flatness, "p": result.p,
+                           "teacher_share": float(result.effective_a[:copies].sum())}]}
+
+
 def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
     """Solve the primal and dual, sample other interpolators, sweep the width, per activation."""
     points = [{"name": name, "index": i} for i, name in enumerate(config.activations)]
     results = map_points(_activation_point, config, points, experiment="convex_dual", jobs=jobs, backend=backend)
-    return {key: [row for result in results for row in result[key]]
-            for key in ("solutions", "others", "weights", "balancedness")}
+    tables = {key: [row for result in results for row in result[key]]
+              for key in ("solutions", "others", "weights", "balancedness")}
+    splits = map_points(_splitting_point, config, [{"copies": k} for k in config.split_copies],
+                        experiment="convex_dual", jobs=jobs, backend=backend)
+    tables["splitting"] = [row for result in splits for row in result["splitting"]]
+    return tables
 
 
 def plot_dual_bound(tables: dict) -> Figure:
@@ -151,21 +185,35 @@ def plot_sorted_weights(tables: dict) -> Figure:
 
 
 def plot_balancedness(tables: dict) -> Figure:
-    """max_j |ã_j| of the flattest interpolator against the width m, with the 1/m reference."""
-    fig, axes = new_figure(height=3.0)
-    ax = axes[0]
+    """Υ against the width: the flattest over m random directions against the global flattest (with its
+    proven lower bound), scaled by m^{p−1}; and max_j |ã_j| of the global flattest with the 1/m line."""
+    fig, axes = new_figure(ncols=2, height=3.2)
     with book_style():
         rows = tables["balancedness"]
+        ms = np.array(sorted({r["m"] for r in rows}), dtype=float)
         for name in dict.fromkeys(r["activation"] for r in rows):
             sel = [r for r in rows if r["activation"] == name]
-            ax.plot([r["m"] for r in sel], [r["max_effective_weight"] for r in sel], "o-", color=ROLE[name],
-                    label=DISPLAY_NAME[name])
-        ms = np.array(sorted({r["m"] for r in rows}), dtype=float)
-        first = rows[0]
-        ax.plot(ms, first["max_effective_weight"] * ms[0] / ms, color=ROLE["bound"], ls="--",
-                label=r"$\propto 1/m$ (balancedness)")
-        ax.set(xscale="log", yscale="log", xlabel="width $m$", ylabel=r"$\max_j |\tilde a_j|$")
-        ax.set_xticks(ms, [f"{m:g}" for m in ms])
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.legend()
+            m = np.array([r["m"] for r in sel], dtype=float)
+            scale = m ** (sel[0]["p"] - 1)
+            colour = ROLE[name]
+            axes[0].plot(m, scale * [r["upsilon"] for r in sel], "s--", color=colour, mfc="none",
+                         label=f"{DISPLAY_NAME[name]}: over $m$ random directions")
+            axes[0].plot(m, scale * [r["global_upper"] for r in sel], "o-", color=colour,
+                         label=f"{DISPLAY_NAME[name]}: global flattest")
+            axes[0].plot(m, scale * [r["global_lower"] for r in sel], ":", color=colour,
+                         label=f"{DISPLAY_NAME[name]}: proven lower bound")
+            axes[1].plot(m, [r["global_max_effective_weight"] for r in sel], "o-", color=colour,
+                         label=DISPLAY_NAME[name])
+        first = [r for r in rows if r["activation"] == rows[-1]["activation"]][0]
+        axes[1].plot(ms, first["global_max_effective_weight"] * ms[0] / ms, color=ROLE["bound"], ls="--",
+                     label=r"$\propto 1/m$")
+        axes[0].set(xscale="log", yscale="log", xlabel="width $m$", ylabel=r"$m^{p-1}\,\Upsilon$",
+                    title=r"flatness, scaled by $m^{p-1}$")
+        axes[1].set(xscale="log", yscale="log", xlabel="width $m$", ylabel=r"$\max_j |\tilde a_j|$",
+                    title="largest effective weight (global flattest)")
+        for ax in axes:
+            ax.set_xticks(ms, [f"{m:g}" for m in ms])
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        axes[1].legend(fontsize="small")
+        legend_below(fig, axes, ncol=3)
     return fig
