@@ -278,8 +278,11 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
 
     def price(lam):
         """Directions of high dual ratio, the largest ratio found, and a proven bound on the supremum."""
-        support = torch.as_tensor(np.abs(solution.mu) > 0, device=device)
-        starts = torch.cat([directions[support], _random_admissible(pricing_starts, basis, project, gen, device),
+        # The heaviest atoms of the master (at most pricing_starts of them): their ascent slides them.
+        heaviest = np.argsort(-np.abs(solution.mu))[:pricing_starts]
+        heaviest = heaviest[np.abs(solution.mu[heaviest]) > 0]
+        starts = torch.cat([directions[torch.as_tensor(heaviest, device=device)],
+                            _random_admissible(pricing_starts, basis, project, gen, device),
                             _spectral_starts(lam, X, basis, project)])
         found, values = maximize_dual_ratio(lam, X, activation, starts, project, steps=pricing_steps)
         sup_estimate = max(float(values.max()), float(((Phi.T @ lam).abs() / w).max()))

@@ -36,7 +36,7 @@ import torch
 
 from .activations import HomogeneousActivation, LeakyReLU, get_activation
 from .errors import FlatbookInputError
-from .flatness import unit_flatness_weights
+from .flatness import orbit_minimum
 
 _QUADRATIC = get_activation("quadratic")
 
@@ -45,14 +45,20 @@ def dual_ratio(U: torch.Tensor, lam: torch.Tensor, X: torch.Tensor, activation: 
                chunk: int = 4096) -> torch.Tensor:
     """G_λ(u) for each row of ``U`` (any non-zero norm); 0 where σ vanishes on every sample.
 
+    One pass over z = X uᵀ gives the numerator, S and T of eq. ``eq-kappa`` together.
     Differentiable in ``U`` (used by :func:`maximize_dual_ratio`).
     """
+    n, c = X.shape[0], activation.degree
+    sq_norms = (X * X).sum(1)
     out = []
     for start in range(0, U.shape[0], chunk):
         u = U[start:start + chunk]
-        u = u / torch.linalg.vector_norm(u, dim=1, keepdim=True)
-        numerator = (activation(X @ u.T) * lam[:, None]).sum(0).abs()
-        kappa = unit_flatness_weights(u, X, activation)
+        z = X @ (u / torch.linalg.vector_norm(u, dim=1, keepdim=True)).T  # (n, B)
+        sigma = activation(z)
+        numerator = (lam @ sigma).abs()
+        S = 2.0 / n * (sigma * sigma).sum(0)
+        T = 2.0 / n * (sq_norms @ activation.derivative(z) ** 2)
+        kappa = orbit_minimum(S, T, c)
         positive = kappa > 0
         safe = torch.where(positive, kappa, torch.ones_like(kappa))
         out.append(torch.where(positive, numerator / safe ** (1.0 / activation.p), torch.zeros_like(kappa)))
