@@ -125,9 +125,13 @@ class WeightedL1Master:
             raise InfeasibleInterpolationError("the master has no columns; add directions first.")
         self._highs.run()
         status = self._highs.getModelStatus()
-        if status != self._status_optimal:  # numerical trouble from the warm start: solve from scratch
+        for retry in ("simplex", "ipm"):  # numerical trouble: from scratch, then by interior point
+            if status == self._status_optimal:
+                break
             self._highs.clearSolver()
+            self._highs.setOptionValue("solver", retry)
             self._highs.run()
+            self._highs.setOptionValue("solver", "choose")
             status = self._highs.getModelStatus()
         if status != self._status_optimal:
             text = self._highs.modelStatusToString(status)
