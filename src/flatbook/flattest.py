@@ -43,6 +43,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.optimize
 import torch
 
 from .activations import get_activation
@@ -262,10 +263,11 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tol=1e-6):
     tight constraints, so take S = the n largest |v_j|/κ_j, solve Φ_S ã_S = y
     and Φ_Sᵀ λ = κ_S sign(v_S).  If the signs agree and λ is feasible, (ã, λ)
     is an exact primal-dual pair with zero gap.  A degenerate optimum (fewer
-    than n non-zero weights, e.g. noiseless labels that a few neurons fit) has
-    fewer tight constraints T = {|v_j| ≥ (1 − tight_tol) κ_j}: then ã solves
-    Φ_T ã_T = y exactly and λ, scaled into the feasible set, certifies it up to
-    the accuracy of λ.
+    than n non-zero weights, e.g. noiseless labels that a few neurons fit), or a
+    non-unique one, is read off the tight set T = {|v_j| ≥ (1 − tight_tol) κ_j}:
+    a sign-consistent ã_T with Φ_T ã_T = y (non-negative least squares) is
+    optimal, and λ, scaled into the feasible set, certifies it up to the
+    accuracy of λ.
     """
     n = Phi.shape[0]
     v = Phi.T @ lam
@@ -282,13 +284,17 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tol=1e-6):
             return a, lam_S
     except RuntimeError:  # singular Φ_S: a degenerate vertex
         pass
+    # Degenerate optimum: any interpolator on the tight set T = {|v_j| ≥ (1 − tight_tol) max|v|/κ} whose
+    # signs agree with v is optimal (complementary slackness): a non-negative least-squares problem in
+    # b = sign(v_T) ã_T.  It covers fewer than n tight columns (a sparse optimum) and more than n (a
+    # non-unique one, e.g. columns that coincide on the samples).
     T = ratio >= (1.0 - tight_tol) * float(ratio.max())
-    if int(T.sum()) < n:
-        a_T = torch.linalg.lstsq(Phi[:, T], y[:, None]).solution[:, 0]
-        if float((Phi[:, T] @ a_T - y).abs().max()) <= 1e-12 * float(y.abs().max()) and \
-                bool((a_T * v[T] >= 0).all()):
-            a[T] = a_T
-            return a, lam / max(1.0, float(ratio.max()))
+    signs = torch.sign(v[T])
+    b, _ = scipy.optimize.nnls((Phi[:, T] * signs).cpu().numpy(), y.cpu().numpy())
+    a_T = signs * torch.as_tensor(b, dtype=Phi.dtype, device=Phi.device)
+    if float((Phi[:, T] @ a_T - y).abs().max()) <= 1e-10 * float(y.abs().max()):
+        a[T] = a_T
+        return a, lam / max(1.0, float(ratio.max()))
     return None
 
 
@@ -361,6 +367,28 @@ def _check_rank(Phi, activation, d):
     return float(torch.sqrt(eig[-1] / eig[0]))
 
 
+def certify(a_eff, lam, Phi, y, kappa, p, residual_tol: float, gap_tol: float, condition: float = float("nan")):
+    """The certification gate: (Υ, dual bound, residual, relative gap) of a primal-dual pair, or SolverError.
+
+    Υ = Σ_j κ_j |ã_j|^p, the bound g(λ) of eq. ``eq-dual`` (λ must be dual feasible for p = 1),
+    the interpolation residual max_i |Φã − y|_i; raises unless the residual is at most
+    ``residual_tol``·max|y| and the relative gap (Υ − g(λ))/Υ at most ``gap_tol`` in absolute value.
+    """
+    active = kappa > 0
+    flatness = float(orbit_flatness(a_eff, kappa, p))
+    lower_bound = dual_objective(lam, Phi[:, active], y, kappa[active], p)
+    residual = float((Phi @ a_eff - y).abs().max())
+    gap = (flatness - lower_bound) / flatness
+    if residual > residual_tol * float(y.abs().max()) or abs(gap) > gap_tol:
+        raise SolverError(
+            f"could not certify the flattest interpolator: residual {residual:.2e} "
+            f"(tolerance {residual_tol:.0e}·max|y|), relative duality gap {gap:.2e} "
+            f"(tolerance {gap_tol:.0e}); Φ has condition number {condition:.2e}. "
+            "Try another solver, fewer samples or better-conditioned directions."
+        )
+    return flatness, lower_bound, residual, gap
+
+
 def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "auto",
                            solver_options: dict | None = None, residual_tol: float = 1e-8,
                            gap_tol: float = 1e-6) -> FlattestResult:
@@ -395,34 +423,30 @@ def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "aut
     Phi_a, kappa_a = Phi[:, active], kappa[active]
     if solver == "auto":
         solver = "newton" if p > 1.0 or n * m >= NEWTON_MIN_SIZE else "CLARABEL"
+    # Solve in units where max|Φ|, max|y| and max κ are 1: every solver tolerance is then relative.
+    # With ã = ã'·s_y/s_Φ the objective is C·Σκ'|ã'|^p, C = s_κ (s_y/s_Φ)^p, and λ = λ'·C/s_y.
+    s_phi, s_y, s_kappa = float(Phi_a.abs().max()), float(y.abs().max()), float(kappa_a.max())
+    units = s_kappa * (s_y / s_phi) ** p / s_y
+    Phi_u, y_u, kappa_u = Phi_a / s_phi, y / s_y, kappa_a / s_kappa
     status, fallback = None, ""
     if solver == "newton":
-        a_act, lam, newton_status = _solve_newton(Phi_a, y, kappa_a, p, residual_tol)
+        a_act, lam, newton_status = _solve_newton(Phi_u, y_u, kappa_u, p, residual_tol)
         if newton_status == "optimal":
             status = "optimal"
         else:
             solver, fallback = "CLARABEL", f" (Clarabel after Newton: {newton_status})"
     if status is None:
-        a_act, lam, cvx_status = _solve_cvxpy(Phi_a, y, kappa_a, p, solver, solver_options or {})
+        a_act, lam, cvx_status = _solve_cvxpy(Phi_u, y_u, kappa_u, p, solver, solver_options or {})
         if p == 1.0:
-            a_act, lam = _polish_l1(a_act, lam, Phi_a, y, kappa_a)
+            a_act, lam = _polish_l1(a_act, lam, Phi_u, y_u, kappa_u)
         else:
-            lam, _ = _dual_newton(lam, Phi_a, y, kappa_a, p, 1e-3 * residual_tol, max_iter=30)
-            a_act = _primal_from_dual(lam, Phi_a, kappa_a, p)
+            lam, _ = _dual_newton(lam, Phi_u, y_u, kappa_u, p, 1e-3 * residual_tol, max_iter=30)
+            a_act = _primal_from_dual(lam, Phi_u, kappa_u, p)
         status = ("optimal" if cvx_status == "optimal" else f"optimal (polished from {cvx_status})") + fallback
     a_eff = torch.zeros(m, dtype=Phi.dtype, device=Phi.device)
-    a_eff[active] = a_act
-    flatness = float(orbit_flatness(a_eff, kappa, p))
-    lower_bound = dual_objective(lam, Phi_a, y, kappa_a, p)
-    residual = float((Phi @ a_eff - y).abs().max())
-    gap = (flatness - lower_bound) / flatness
-    if residual > residual_tol * float(y.abs().max()) or abs(gap) > gap_tol:
-        raise SolverError(
-            f"could not certify the flattest interpolator: residual {residual:.2e} "
-            f"(tolerance {residual_tol:.0e}·max|y|), relative duality gap {gap:.2e} "
-            f"(tolerance {gap_tol:.0e}); Φ has condition number {condition:.2e}. "
-            "Try another solver, fewer samples or better-conditioned directions."
-        )
+    a_eff[active] = a_act * (s_y / s_phi)
+    lam = lam * units
+    flatness, lower_bound, residual, gap = certify(a_eff, lam, Phi, y, kappa, p, residual_tol, gap_tol, condition)
     a = a_eff / torch.linalg.vector_norm(theta, dim=1) ** activation.degree
     return FlattestResult(
         a=a, net=TwoLayerNet(a, theta, activation), flatness=flatness, dual=lam,
