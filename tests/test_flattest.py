@@ -6,7 +6,7 @@ import torch
 
 from flatbook import TwoLayerNet, flattest_outer_weights, min_flatness
 from flatbook.data import sum_of_single_index
-from flatbook.errors import FlatbookInputError, InfeasibleInterpolationError, SolverError
+from flatbook.errors import FlatbookInputError, InfeasibleInterpolationError, SolverError, SolverFallbackWarning
 
 
 def problem(n=15, m=40, d=6, seed=0):
@@ -81,7 +81,8 @@ def test_newton_falls_back_to_clarabel(monkeypatch):
 
     theta, X, y = problem()
     monkeypatch.setattr(flattest, "_lp_interior_point", lambda Phi, y, kappa: torch.zeros_like(y))
-    result = flattest_outer_weights(theta, X, y, "relu", solver="newton")
+    with pytest.warns(SolverFallbackWarning, match="Clarabel"):
+        result = flattest_outer_weights(theta, X, y, "relu", solver="newton")
     assert result.solver == "CLARABEL"
     assert result.status == "optimal (Clarabel after Newton: the interior-point dual did not identify an optimal vertex)"
     assert abs(result.duality_gap) <= 1e-6

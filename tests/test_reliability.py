@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import flatbook.flattest as flattest_module
 from flatbook import flattest_outer_weights, get_activation
 from flatbook.data import sum_of_single_index
-from flatbook.errors import InfeasibleInterpolationError, SolverError, UnboundedFlatnessError
+from flatbook.errors import InfeasibleInterpolationError, SolverError, SolverFallbackWarning, UnboundedFlatnessError
 from flatbook.flatness import CURVATURE_ROUNDOFF, _orbit_minima
 from flatbook.flattest_mirror import flattest_by_mirror_descent
 from flatbook.interpolators import random_directions
@@ -152,7 +152,7 @@ def test_fast_solver_battery(case, n, ratio, noise, duplicates, near, x_scale, y
         FALLBACKS["infeasible"] += 1
         return
     reference = flattest_outer_weights(theta, X, y, activation, solver="CLARABEL")
-    if fast.solver != "newton":
+    if fast.solver != "newton":  # (it warned: SolverFallbackWarning)
         assert fast.condition_number > ADMISSIBLE_CONDITION, (fast.status, fast.condition_number)
         FALLBACKS["admissible"] += 1
     assert fast.flatness == pytest.approx(reference.flatness, rel=1e-6)
@@ -206,7 +206,8 @@ def test_cholesky_failure_in_the_fast_solver_falls_back_to_clarabel(monkeypatch)
 
     monkeypatch.setattr(flattest_module, "_solve_newton", fast_with_broken_cholesky)
     for name in ("quadratic", "relu"):
-        result = flattest_outer_weights(theta, X, y, name, solver="newton")
+        with pytest.warns(SolverFallbackWarning):
+            result = flattest_outer_weights(theta, X, y, name, solver="newton")
         reference = flattest_outer_weights(theta, X, y, name, solver="CLARABEL")
         assert result.solver == "CLARABEL" and "after Newton" in result.status
         assert result.flatness == pytest.approx(reference.flatness, rel=1e-9)

@@ -20,3 +20,11 @@ class UnboundedFlatnessError(ValueError):
 
 class SolverError(RuntimeError):
     """A convex solver did not reach an optimal, certified solution."""
+
+
+class FlatbookWarning(UserWarning):
+    """Base class of flatbook's warnings: filter them all with ``warnings.filterwarnings(..., FlatbookWarning)``."""
+
+
+class SolverFallbackWarning(FlatbookWarning):
+    """The fast solver could not certify its answer and a slower reference solver (Clarabel) took over."""

@@ -48,7 +48,7 @@ import torch
 
 from .activations import get_activation
 from .backend import as_tensor, check_data
-from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverError
+from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverError, SolverFallbackWarning
 from .flatness import flatness_weights, orbit_flatness
 from .network import TwoLayerNet
 
@@ -435,6 +435,8 @@ def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "aut
             status = "optimal"
         else:
             solver, fallback = "CLARABEL", f" (Clarabel after Newton: {newton_status})"
+            warnings.warn(f"the fast solver did not certify ({newton_status}); solving with Clarabel instead, "
+                          "which is slower (result.status records this)", SolverFallbackWarning, stacklevel=2)
     if status is None:
         a_act, lam, cvx_status = _solve_cvxpy(Phi_u, y_u, kappa_u, p, solver, solver_options or {})
         if p == 1.0:

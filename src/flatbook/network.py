@@ -142,5 +142,63 @@ class TwoLayerNet:
             )
         return torch.linalg.vector_norm(self.theta @ basis, dim=1) / norms
 
+    @classmethod
+    def from_module(cls, module: torch.nn.Module, activation=None) -> TwoLayerNet:
+        """The network of a bias-free ``nn.Sequential(nn.Linear(d, m), act, nn.Linear(m, 1))``.
+
+        ``act`` may be ``nn.ReLU()``, ``nn.LeakyReLU(s)`` or any module for which ``activation``
+        (a flatbook activation or its name) is given explicitly; the weights are copied in float64,
+        so :func:`~flatbook.hessian_trace` and :func:`~flatbook.min_flatness` apply to a model you
+        trained yourself.  Any other architecture is rejected with the reason.
+        """
+        layers = list(module.children()) if isinstance(module, torch.nn.Sequential) else []
+        shape = " -> ".join(type(layer).__name__ for layer in layers) or type(module).__name__
+        if len(layers) != 3 or not all(isinstance(layers[i], torch.nn.Linear) for i in (0, 2)):
+            raise FlatbookInputError(
+                f"expected nn.Sequential(nn.Linear(d, m, bias=False), activation, nn.Linear(m, 1, bias=False)), "
+                f"got {shape}.")
+        inner, act, outer = layers
+        if inner.bias is not None or outer.bias is not None:
+            raise FlatbookInputError("the two nn.Linear layers must have bias=False: a bias breaks the "
+                                     "rescaling symmetry that flatbook's flatness measures rely on.")
+        if outer.out_features != 1:
+            raise FlatbookInputError(f"the last layer must have one output, got {outer.out_features}.")
+        if activation is None:
+            if isinstance(act, torch.nn.LeakyReLU):
+                activation = get_activation("leaky_relu", negative_slope=act.negative_slope)
+            elif isinstance(act, torch.nn.ReLU):
+                activation = get_activation("relu")
+            else:
+                raise FlatbookInputError(
+                    f"cannot tell the degree of {type(act).__name__}; pass activation= (e.g. 'quadratic').")
+        return cls(outer.weight.detach()[0].to(torch.float64), inner.weight.detach().to(torch.float64), activation)
+
+    def to_module(self) -> torch.nn.Sequential:
+        """A bias-free ``nn.Sequential`` computing the same function (float64, on this network's device).
+
+        The middle module applies this network's activation, so the round trip
+        ``TwoLayerNet.from_module(net.to_module(), net.activation)`` is exact.
+        """
+        inner = torch.nn.Linear(self.input_dim, self.width, bias=False, dtype=self.theta.dtype, device=self.device)
+        outer = torch.nn.Linear(self.width, 1, bias=False, dtype=self.theta.dtype, device=self.device)
+        with torch.no_grad():
+            inner.weight.copy_(self.theta)
+            outer.weight.copy_(self.a[None, :])
+        return torch.nn.Sequential(inner, _ActivationModule(self.activation), outer)
+
     def __repr__(self) -> str:
         return f"TwoLayerNet(m={self.width}, d={self.input_dim}, activation={self.activation!r})"
+
+
+class _ActivationModule(torch.nn.Module):
+    """A flatbook activation as an ``nn.Module`` (for :meth:`TwoLayerNet.to_module`)."""
+
+    def __init__(self, activation: HomogeneousActivation):
+        super().__init__()
+        self.activation = activation
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.activation(z)
+
+    def extra_repr(self) -> str:
+        return repr(self.activation)
