@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .activations import get_activation
+from .activations import HomogeneousActivation, get_activation
 from .backend import DTYPE, as_tensor, default_device
 from .errors import FlatbookInputError
+from .gaussian import gaussian_kernel, kernel_available
 
 
 def _generator(seed: int) -> torch.Generator:
@@ -40,7 +41,7 @@ class SumOfRidges:
     """f*(z) = Σ_k g_k(z_k): a sum of single-index links (k = 1 is a single-index link)."""
 
     def __init__(self, functions: Sequence, k: int):
-        if isinstance(functions, (str, Callable)) or not isinstance(functions, Sequence):
+        if isinstance(functions, str) or callable(functions) or not isinstance(functions, Sequence):
             functions = [functions] * k
         if len(functions) != k:
             raise FlatbookInputError(f"need one link per teacher direction: got {len(functions)} for k = {k}.")
@@ -48,7 +49,10 @@ class SumOfRidges:
         self.k = k
 
     def __call__(self, z: torch.Tensor) -> torch.Tensor:
-        return sum(g(z[:, i]) for i, g in enumerate(self.functions))
+        total = self.functions[0](z[:, 0])
+        for i, g in enumerate(self.functions[1:], start=1):
+            total = total + g(z[:, i])
+        return total
 
     def __repr__(self) -> str:
         return "SumOfRidges(" + ", ".join(getattr(g, "name", repr(g)) for g in self.functions) + ")"
@@ -146,12 +150,13 @@ def multi_index_product(d: int, k: int = 3, noise_std: float = 0.0, seed: int = 
 
 @dataclass(frozen=True)
 class PopulationLoss:
-    """A Monte Carlo estimate of F(w) = E (h(w, x) − y)² with its standard error."""
+    """F(w) = E (h(w, x) − y)²: exact (``method == "exact"``, stderr 0) or a Monte Carlo estimate."""
 
     value: float
     stderr: float
     bayes_risk: float
-    n_test: int
+    n_test: int           #: Monte Carlo samples (0 when exact)
+    method: str = "monte carlo"
 
     @property
     def excess(self) -> float:
@@ -162,15 +167,61 @@ class PopulationLoss:
         return self.value
 
 
-def population_loss(net, model: MultiIndexModel, n_test: int = 200_000, seed: int = 12345,
-                    chunk: int = 20_000) -> PopulationLoss:
-    """Estimate F(w) = E (h(w,x) − f*(Θ*x))² + τ² from ``n_test`` fresh Gaussian inputs.
+def _ridge_terms(model: MultiIndexModel):
+    """The teacher as a list of (activation, direction) ridge terms with unit coefficients, or None."""
+    link = model.link
+    if not isinstance(link, SumOfRidges):
+        return None
+    terms = []
+    for g, direction in zip(link.functions, model.theta_star, strict=True):
+        if not isinstance(g, HomogeneousActivation):
+            return None
+        terms.append((g, direction))
+    return terms
 
-    The noise enters exactly (E ξ² = τ²), so only the function error is
-    sampled; inputs are drawn and evaluated ``chunk`` rows at a time.
+
+def exact_population_loss_available(net, model: MultiIndexModel) -> bool:
+    """Whether :func:`population_loss` has a closed form (eq. ``eq-gaussian-kernels``) for this pair."""
+    terms = _ridge_terms(model)
+    if terms is None:
+        return False
+    acts = [net.activation] + [g for g, _ in terms]
+    return all(kernel_available(a, b) for a in acts for b in acts)
+
+
+def _exact_population_loss(net, model: MultiIndexModel, chunk: int = 4096) -> float:
+    """E (h − f*)² + τ² = aᵀK a − 2 aᵀk + E f*² + τ² with the Gaussian kernels of :mod:`flatbook.gaussian`."""
+    terms = _ridge_terms(model)
+    a, theta, act = net.a, net.theta, net.activation
+    quadratic = 0.0
+    for start in range(0, net.width, chunk):  # aᵀKa in row blocks: O(chunk·m) memory
+        rows = slice(start, start + chunk)
+        quadratic += float(a[rows] @ (gaussian_kernel(act, theta[rows], act, theta) @ a))
+    cross = sum(float(a @ gaussian_kernel(act, theta, g, v[None, :].to(theta))[:, 0]) for g, v in terms)
+    teacher = sum(float(gaussian_kernel(g1, v1[None, :], g2, v2[None, :])[0, 0])
+                  for g1, v1 in terms for g2, v2 in terms)
+    return max(quadratic - 2.0 * cross + teacher, 0.0) + model.bayes_risk
+
+
+def population_loss(net, model: MultiIndexModel, n_test: int = 200_000, seed: int = 12345,
+                    chunk: int = 20_000, method: str = "auto") -> PopulationLoss:
+    """F(w) = E (h(w,x) − f*(Θ*x))² + τ² for x ~ N(0, I).
+
+    ``method="auto"`` (default) computes it exactly whenever the network's activation and the
+    teacher's links have closed-form Gaussian kernels (ReLU, leaky ReLU, ReLU², quadratic: eq.
+    ``eq-gaussian-kernels``), in O((m + k) m d) with no sampling error (``stderr = 0``); otherwise,
+    or with ``method="monte carlo"``, it estimates the function error from ``n_test`` fresh Gaussian
+    inputs, ``chunk`` rows at a time, with its standard error.  The noise enters exactly (E ξ² = τ²).
     """
     if net.input_dim != model.d:
         raise FlatbookInputError(f"the network has d = {net.input_dim} but the teacher has d = {model.d}.")
+    if method not in ("auto", "exact", "monte carlo"):
+        raise FlatbookInputError(f"method must be 'auto', 'exact' or 'monte carlo', got {method!r}.")
+    if method != "monte carlo" and exact_population_loss_available(net, model):
+        return PopulationLoss(_exact_population_loss(net, model), 0.0, model.bayes_risk, 0, "exact")
+    if method == "exact":
+        raise FlatbookInputError(f"no closed form for {net.activation!r} against the teacher {model!r}; "
+                                 "use method='monte carlo'.")
     if not (isinstance(n_test, int) and n_test >= 2):
         raise FlatbookInputError(f"n_test must be an int >= 2 (for a standard error), got {n_test!r}.")
     gen = _generator(seed)

@@ -1,0 +1,82 @@
+"""Gaussian expectations of products of homogeneous ridge functions, in closed form.
+
+For x ~ N(0, I_d) and directions u, v with angle φ (cos φ = u·v / ‖u‖‖v‖), write
+g = u·x/‖u‖ and h = v·x/‖v‖, a standard Gaussian pair with correlation cos φ.  Book,
+notation chapter, eq. ``eq-gaussian-kernels``:
+
+- ReLU, ReLU (the arc-cosine kernel of degree 1):
+  E relu(u·x) relu(v·x) = ‖u‖‖v‖ (sin φ + (π − φ) cos φ) / (2π);
+- leaky ReLU with slope s is (1 − s) relu(z) + s z, and E relu(u·x)(v·x) = u·v / 2, so
+  every pair of leaky ReLUs (ReLU included) follows by bilinearity;
+- ReLU², ReLU² (the arc-cosine kernel of degree 2):
+  E relu(u·x)² relu(v·x)² = ‖u‖²‖v‖² (3 sin φ cos φ + (π − φ)(1 + 2 cos² φ)) / (2π);
+- quadratic, quadratic (Isserlis): E (u·x)²(v·x)² = ‖u‖²‖v‖² + 2 (u·v)²;
+- quadratic, leaky ReLU: with relu(z) = (z + |z|)/2 and E[(cos φ h + sin φ h')²|h|] = √(2/π)(1 + cos² φ),
+  E (u·x)² relu(v·x) = ‖u‖²‖v‖ √(2/π) (1 + cos² φ) / 2, and the odd part s z contributes 0;
+- quadratic, ReLU²: relu(z)² = (z² + z|z|)/2 and the odd half vanishes against (u·x)², so
+  E (u·x)² relu(v·x)² = (‖u‖²‖v‖² + 2 (u·v)²) / 2.
+
+:func:`kernel_available` says which pairs these cover; :func:`gaussian_kernel` returns the
+matrix E σ₁(u_j·x) σ₂(v_k·x) for rows u_j of U and v_k of V.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .activations import HomogeneousActivation, LeakyReLU
+
+
+def _kind(activation: HomogeneousActivation) -> tuple[str, float]:
+    """('leaky', slope) for the ReLU family, ('quadratic', 0), ('relu2', 0), or ('other', 0)."""
+    if isinstance(activation, LeakyReLU):
+        return "leaky", activation.negative_slope
+    if activation.name == "quadratic":
+        return "quadratic", 0.0
+    if activation.name == "relu_power":
+        if activation.degree == 1.0:
+            return "leaky", 0.0
+        if activation.degree == 2.0:
+            return "relu2", 0.0
+    return "other", 0.0
+
+
+_PAIRS = {("leaky", "leaky"), ("quadratic", "quadratic"), ("relu2", "relu2"), ("quadratic", "leaky"),
+          ("leaky", "quadratic"), ("quadratic", "relu2"), ("relu2", "quadratic")}
+
+
+def kernel_available(first: HomogeneousActivation, second: HomogeneousActivation) -> bool:
+    """Whether :func:`gaussian_kernel` has a closed form for this pair of activations."""
+    return (_kind(first)[0], _kind(second)[0]) in _PAIRS
+
+
+def gaussian_kernel(first: HomogeneousActivation, U: torch.Tensor, second: HomogeneousActivation,
+                    V: torch.Tensor) -> torch.Tensor:
+    """K_jk = E σ₁(⟨u_j, x⟩) σ₂(⟨v_k, x⟩) for x ~ N(0, I) (eq. ``eq-gaussian-kernels``), shape (len U, len V)."""
+    (kind1, s), (kind2, t) = _kind(first), _kind(second)
+    if (kind1, kind2) not in _PAIRS:
+        raise ValueError(f"no closed form for E σ₁σ₂ with {first!r} and {second!r}; use Monte Carlo.")
+    if kind1 == "leaky" and kind2 == "quadratic" or kind1 == "relu2" and kind2 == "quadratic":
+        return gaussian_kernel(second, V, first, U).T
+    norm_u = torch.linalg.vector_norm(U, dim=1)[:, None]
+    norm_v = torch.linalg.vector_norm(V, dim=1)[None, :]
+    dot = U @ V.T
+    scale = (norm_u * norm_v).clamp_min(torch.finfo(U.dtype).tiny)
+    cos = (dot / scale).clamp(-1.0, 1.0)
+    phi = torch.arccos(cos)
+    sin = torch.sqrt((1.0 - cos * cos).clamp_min(0.0))
+    if kind1 == "quadratic" and kind2 == "quadratic":
+        return norm_u**2 * norm_v**2 + 2.0 * dot**2
+    if kind1 == "quadratic" and kind2 == "leaky":
+        return (1.0 - t) * norm_u**2 * norm_v * math.sqrt(2.0 / math.pi) * (1.0 + cos**2) / 2.0
+    if kind1 == "quadratic" and kind2 == "relu2":
+        return (norm_u**2 * norm_v**2 + 2.0 * dot**2) / 2.0
+    if kind1 == "relu2":
+        return norm_u**2 * norm_v**2 * (3.0 * sin * cos + (math.pi - phi) * (1.0 + 2.0 * cos**2)) / (2.0 * math.pi)
+    relu_relu = norm_u * norm_v * (sin + (math.pi - phi) * cos) / (2.0 * math.pi)
+    return (1 - s) * (1 - t) * relu_relu + ((1 - s) * t + s * (1 - t)) * dot / 2.0 + s * t * dot
+
+
+__all__ = ["gaussian_kernel", "kernel_available"]

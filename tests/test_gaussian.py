@@ -1,0 +1,86 @@
+"""Closed-form Gaussian kernels and the exact population loss, against quadrature and Monte Carlo."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from flatbook import TwoLayerNet, get_activation, population_loss
+from flatbook.data import multi_index_product, single_index, sum_of_single_index
+from flatbook.errors import FlatbookInputError
+from flatbook.gaussian import gaussian_kernel, kernel_available
+
+ACTS = {"relu": get_activation("relu"), "leaky": get_activation("leaky_relu", negative_slope=0.3),
+        "quadratic": get_activation("quadratic"), "relu2": get_activation("relu_power", c=2)}
+PAIRS = [(a, b) for a in ACTS for b in ACTS if kernel_available(ACTS[a], ACTS[b])]
+
+
+def polar_integral(f1, f2, u, v, points=400_000):
+    """E f1(u·x) f2(v·x), x ~ N(0, I_2), for c1-, c2-homogeneous f1, f2 (independent of the closed forms).
+
+    In polar coordinates the radial part is ∫ r^{1+c1+c2} e^{-r²/2} dr / (2π) = 2^{c/2} Γ(1 + c/2) / (2π)
+    with c = c1 + c2, and the angular part a periodic integral, by the trapezoid rule on a fine grid
+    (error O(h²) at the kinks: ~1e-11 here).
+    """
+    c = f1.degree + f2.degree
+    theta = torch.linspace(0, 2 * math.pi, points + 1, dtype=torch.float64)[:-1]
+    e = torch.stack([theta.cos(), theta.sin()], dim=1)
+    angular = float((f1(e @ torch.from_numpy(u)) * f2(e @ torch.from_numpy(v))).mean()) * 2 * math.pi
+    return angular * 2 ** (c / 2) * math.gamma(1 + c / 2) / (2 * math.pi)
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: f"{p[0]}-{p[1]}")
+def test_kernels_match_two_dimensional_quadrature(pair):
+    first, second = ACTS[pair[0]], ACTS[pair[1]]
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        u, v = rng.standard_normal(2) * 1.3, rng.standard_normal(2) * 0.7
+        closed = float(gaussian_kernel(first, torch.from_numpy(u[None]), second, torch.from_numpy(v[None]))[0, 0])
+        assert closed == pytest.approx(polar_integral(first, second, u, v), rel=1e-8, abs=1e-12)
+
+
+def test_kernels_at_equal_and_opposite_directions():
+    u = torch.tensor([[0.6, 0.8]], dtype=torch.float64)
+    relu = ACTS["relu"]
+    assert float(gaussian_kernel(relu, u, relu, u)[0, 0]) == pytest.approx(0.5)    # E relu(g)² = 1/2
+    assert float(gaussian_kernel(relu, u, relu, -u)[0, 0]) == pytest.approx(0.0, abs=1e-15)
+    quad = ACTS["quadratic"]
+    assert float(gaussian_kernel(quad, u, quad, u)[0, 0]) == pytest.approx(3.0)    # E g⁴ = 3
+    relu2 = ACTS["relu2"]
+    assert float(gaussian_kernel(relu2, u, relu2, u)[0, 0]) == pytest.approx(1.5)  # E relu(g)⁴ = 3/2
+
+
+@pytest.mark.parametrize("net_act,link", [("relu", "relu"), ("quadratic", "quadratic"), ("quadratic", "relu"),
+                                          (("leaky_relu", {"negative_slope": 0.2}), "relu"),
+                                          (("relu_power", {"c": 2}), "quadratic")])
+def test_exact_population_loss_agrees_with_monte_carlo(net_act, link):
+    name, params = net_act if isinstance(net_act, tuple) else (net_act, {})
+    activation = get_activation(name, **params)
+    teacher = sum_of_single_index(6, 2, link=link, noise_std=0.3, seed=1)
+    gen = torch.Generator().manual_seed(2)
+    net = TwoLayerNet(torch.randn(9, generator=gen, dtype=torch.float64) / 3,
+                      torch.randn(9, 6, generator=gen, dtype=torch.float64), activation)
+    exact = population_loss(net, teacher)
+    assert exact.method == "exact" and exact.stderr == 0.0 and exact.n_test == 0
+    sampled = population_loss(net, teacher, n_test=400_000, method="monte carlo")
+    assert abs(exact.value - sampled.value) <= 4 * sampled.stderr
+    assert exact.bayes_risk == pytest.approx(0.09)
+
+
+def test_exact_population_loss_of_the_teacher_itself_is_the_bayes_risk():
+    teacher = single_index(5, link="relu", noise_std=0.5, seed=0)
+    net = TwoLayerNet(torch.ones(1, dtype=torch.float64), teacher.theta_star, "relu")
+    loss = population_loss(net, teacher)
+    assert loss.excess == pytest.approx(0.0, abs=1e-14)
+
+
+def test_monte_carlo_where_no_closed_form_and_errors():
+    teacher = multi_index_product(5, 2, seed=0)
+    net = TwoLayerNet(torch.ones(3, dtype=torch.float64), torch.randn(3, 5, dtype=torch.float64), "relu")
+    loss = population_loss(net, teacher, n_test=1_000)
+    assert loss.method == "monte carlo" and loss.stderr > 0
+    with pytest.raises(FlatbookInputError, match="no closed form"):
+        population_loss(net, teacher, method="exact")
+    with pytest.raises(FlatbookInputError, match="method must be"):
+        population_loss(net, teacher, method="quadrature")
