@@ -287,8 +287,9 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         found, values = maximize_dual_ratio(lam, X, activation, starts, project, steps=pricing_steps)
         sup_estimate = max(float(values.max()), float(((Phi.T @ lam).abs() / w).max()))
         if exact:
-            sup_proven, u_exact = exact_dual_ratio_sup(lam, X, activation, basis if r < d else None)
-            found, values = torch.cat([found, u_exact[None]]), torch.cat([values, values.new_tensor([sup_proven])])
+            sup_proven, u_exact, v_exact = exact_dual_ratio_sup(lam, X, activation, basis if r < d else None,
+                                                                top=pricing_starts)
+            found, values = torch.cat([found, u_exact]), torch.cat([values, v_exact])
             sup_estimate = max(sup_estimate, sup_proven)
         elif superset:
             sup_proven, _ = exact_dual_ratio_sup(lam, X, activation)

@@ -243,12 +243,15 @@ def _face_values(lam, Xr, sq_norms, U, patterns, slope):
 
 
 def exact_dual_ratio_sup(lam, X, activation: HomogeneousActivation, basis: torch.Tensor | None = None,
-                         chunk: int = 20_000) -> tuple[float, torch.Tensor]:
+                         chunk: int = 20_000, top: int = 1):
     """sup of G_λ over the unit sphere of span(``basis``) (all of R^d if None), exactly.
 
+    Returns (supremum, a maximising direction); with ``top`` = k > 1, (supremum, the k best
+    candidate directions (k, d), their values (k,)): the best stationary points of distinct faces,
+    which column generation adds all at once.
+
     For the ReLU and leaky ReLU with an admissible subspace of dimension r ≤ 3 (d ≤ 3, or the
-    misaligned directions ρ = 0 when d − k ≤ 3).  Returns (supremum, a maximising direction).
-    Cost O(n^{r−1}) faces, each O(n r²): seconds for n in the hundreds at r = 3.
+    misaligned directions ρ = 0 when d − k ≤ 3).  Cost O(n^{r−1}) faces, each O(n r²): seconds for n in the hundreds at r = 3.
 
     Why it is exact (eq. ``eq-relu-cells``): on the relative interior of a face F of the
     arrangement the slopes s_i = σ'(z_i) are fixed, σ(z_i) = s_i z_i and T is constant, so
@@ -269,14 +272,14 @@ def exact_dual_ratio_sup(lam, X, activation: HomogeneousActivation, basis: torch
     sq_norms = (X * X).sum(1)
     slope = activation.negative_slope
     rays, ray_patterns, spans, patterns = _arrangement_faces(Xr)
-    best_value, best_u = -1.0, None
+    kept_values, kept_u = torch.empty(0, dtype=X.dtype, device=X.device), Xr[:0]
 
     def consider(U, pats):
-        nonlocal best_value, best_u
-        values = _face_values(lam, Xr, sq_norms, U, pats, slope)
-        i = int(torch.argmax(values))
-        if float(values[i]) > best_value:
-            best_value, best_u = float(values[i]), U[i]
+        nonlocal kept_values, kept_u
+        values = torch.cat([kept_values, _face_values(lam, Xr, sq_norms, U, pats, slope)])
+        candidates = torch.cat([kept_u, U])
+        order = torch.topk(values, min(top, values.shape[0])).indices
+        kept_values, kept_u = values[order], candidates[order]
 
     consider(rays, ray_patterns)
     for start in range(0, patterns.shape[0], chunk):
@@ -290,8 +293,11 @@ def exact_dual_ratio_sup(lam, X, activation: HomogeneousActivation, basis: torch
         u = torch.einsum("frk,fk->fr", span, coeff)
         consider(u, pat)
         consider(-u, pat)
-    u = nudge_inactive((best_u @ W.T)[None, :], X, basis=basis)[0]
-    return best_value, u / torch.linalg.vector_norm(u)
+    U = nudge_inactive(kept_u @ W.T, X, basis=basis)
+    U = U / torch.linalg.vector_norm(U, dim=1, keepdim=True)
+    if top == 1:
+        return float(kept_values[0]), U[0]
+    return float(kept_values[0]), U, kept_values
 
 
 def nudge_inactive(U: torch.Tensor, X: torch.Tensor, rel_tol: float = 1e-9,
