@@ -5,6 +5,17 @@ from matplotlib.figure import Figure
 
 from flatbook.errors import FlatbookInputError
 from flatbook.experiments import SCALES, config_for, convex_dual, current_scale, symmetry_paradox
+from flatbook.figures import REGISTRY
+
+
+def assert_draws_its_figures(experiment, tables):
+    """Every figure registered for ``experiment`` draws from its tables, with data on every axes."""
+    specs = [spec for spec in REGISTRY.values() if spec.experiment_module is experiment]
+    assert specs
+    for spec in specs:
+        fig = spec.draw(tables)
+        assert isinstance(fig, Figure), spec.id
+        assert all(ax.has_data() for ax in fig.axes), spec.id
 
 
 def test_scales(monkeypatch):
@@ -13,7 +24,9 @@ def test_scales(monkeypatch):
     monkeypatch.setenv("FLATBOOK_SCALE", "smoke")
     assert config_for(symmetry_paradox.CONFIGS) == symmetry_paradox.CONFIGS["smoke"]
     monkeypatch.setenv("FLATBOOK_SCALE", "huge")
-    with pytest.raises(FlatbookInputError, match="FLATBOOK_SCALE='huge' is not a scale; choose one of smoke, book, paper"):
+    with pytest.raises(
+        FlatbookInputError, match="FLATBOOK_SCALE='huge' is not a scale; choose one of smoke, book, paper"
+    ):
         current_scale()
     for module in (symmetry_paradox, convex_dual):
         assert tuple(module.CONFIGS) == SCALES
@@ -59,12 +72,8 @@ def test_convex_dual_tables(dual):
 
 
 def test_plots_return_figures(paradox, dual):
-    figures = [symmetry_paradox.plot_orbit_curves(paradox), symmetry_paradox.plot_paradox(paradox),
-               convex_dual.plot_dual_bound(dual), convex_dual.plot_sorted_weights(dual),
-               convex_dual.plot_balancedness(dual)]
-    for fig in figures:
-        assert isinstance(fig, Figure)
-        assert all(ax.has_data() for ax in fig.axes)
+    assert_draws_its_figures(symmetry_paradox, paradox)
+    assert_draws_its_figures(convex_dual, dual)
 
 
 def test_bad_interpolators_tables():
@@ -78,12 +87,11 @@ def test_bad_interpolators_tables():
         if row["method"] == "bad":
             assert row["weighted_alignment"] == pytest.approx(row["rho"], abs=1e-9)
     assert {(r["activation"], r["rho"]) for r in tables["slopes"]} == {
-        (a, rho) for a in config.activations for rho in config.bad_alignments}
+        (a, rho) for a in config.activations for rho in config.bad_alignments
+    }
     for row in tables["slopes"]:
         assert row["low"] <= row["slope"] <= row["high"]
-    for fig in (bad_interpolators.plot_gap(tables), bad_interpolators.plot_losses(tables),
-                bad_interpolators.plot_regime(tables)):
-        assert isinstance(fig, Figure) and all(ax.has_data() for ax in fig.axes)
+    assert_draws_its_figures(bad_interpolators, tables)
 
 
 def test_flattest_generalise_tables():
@@ -96,17 +104,21 @@ def test_flattest_generalise_tables():
     for condition in conditions:
         for n in config.n_grid:
             for s in range(config.seeds):
-                point = [r for r in tables["runs"] if r["condition"] == condition and r["n"] == n
-                         and r["seed"] == config.seed + 100 * s]
+                point = [
+                    r
+                    for r in tables["runs"]
+                    if r["condition"] == condition and r["n"] == n and r["seed"] == config.seed + 100 * s
+                ]
                 assert sum(r["flattest"] for r in point) >= 1
                 assert min(r["upsilon"] for r in point) == next(r["upsilon"] for r in point if r["flattest"])
     # The noise variance follows τ₀² (n / n₀)^{−ε₂}.
     vanishing = {r["n"]: r["noise_variance"] for r in tables["runs"] if r["condition"] == "vanishing noise"}
-    assert vanishing[config.n_grid[1]] == pytest.approx(vanishing[config.n_grid[0]] * config.n_grid[0] / config.n_grid[1])
+    assert vanishing[config.n_grid[1]] == pytest.approx(
+        vanishing[config.n_grid[0]] * config.n_grid[0] / config.n_grid[1]
+    )
     assert flattest_generalise.predicted_rate("slowly vanishing noise") == -0.25
     assert flattest_generalise.predicted_rate("multi-index") == 0.0
-    for fig in (flattest_generalise.plot_excess_loss(tables), flattest_generalise.plot_balancedness(tables)):
-        assert isinstance(fig, Figure) and all(ax.has_data() for ax in fig.axes)
+    assert_draws_its_figures(flattest_generalise, tables)
 
 
 def test_mirror_flow_tables():
@@ -129,9 +141,7 @@ def test_mirror_flow_tables():
     assert gd["cosine_with_gd"] == pytest.approx(1.0) and gd["target_active"] >= 1
     assert len(tables["cosines"]) == 3 * config.seeds + 3
     assert {r["pruned"] for r in tables["digits"]} == {"neurons", "weights"}
-    for fig in (mirror_flow.plot_margins(tables), mirror_flow.plot_neurons(tables), mirror_flow.plot_balance(tables),
-                mirror_flow.plot_slow(tables), mirror_flow.plot_digits(tables)):
-        assert isinstance(fig, Figure) and all(ax.has_data() for ax in fig.axes)
+    assert_draws_its_figures(mirror_flow, tables)
 
 
 def test_prune_removes_the_smallest_neurons_and_weights():
@@ -140,8 +150,10 @@ def test_prune_removes_the_smallest_neurons_and_weights():
     from flatbook import TwoLayerNet
     from flatbook.experiments.mirror_flow import prune
 
-    net = TwoLayerNet(torch.tensor([4.0, -0.1, 2.0, 0.5], dtype=torch.float64),
-                      torch.tensor([[1.0, 0.2], [3.0, 0.0], [0.5, -0.5], [1.0, 1.0]], dtype=torch.float64))
+    net = TwoLayerNet(
+        torch.tensor([4.0, -0.1, 2.0, 0.5], dtype=torch.float64),
+        torch.tensor([[1.0, 0.2], [3.0, 0.0], [0.5, -0.5], [1.0, 1.0]], dtype=torch.float64),
+    )
     half = prune(net, 0.5, "neurons")  # |a_j| ||θ_j||: 4.08, 0.3, 1.41, 0.71
     assert half.a.tolist() == [4.0, 0.0, 2.0, 0.0] and torch.equal(half.theta, net.theta)
     weights = prune(net, 0.5, "weights")
@@ -171,9 +183,7 @@ def test_training_flatness_tables():
     assert all(r["weighted_alignment"] < 1e-10 for r in misaligned)
     quad = next(r for r in tables["solver_summary"] if r["activation"] == "quadratic")
     assert quad["lower_bound"] <= quad["optimum"] * (1 + 1e-9)
-    for fig in (training_flatness.plot_loss_vs_flatness(tables), training_flatness.plot_upsilon_along_training(tables),
-                training_flatness.plot_init_scale(tables), training_flatness.plot_mirror_solver(tables)):
-        assert isinstance(fig, Figure) and all(ax.has_data() for ax in fig.axes)
+    assert_draws_its_figures(training_flatness, tables)
 
 
 def test_upsilon_of_the_function_ignores_labels_and_the_symmetry():
@@ -183,8 +193,9 @@ def test_upsilon_of_the_function_ignores_labels_and_the_symmetry():
     from flatbook.experiments.training_flatness import upsilon_of_function
 
     gen = torch.Generator().manual_seed(0)
-    net = TwoLayerNet(torch.randn(6, generator=gen, dtype=torch.float64),
-                      torch.randn(6, 3, generator=gen, dtype=torch.float64))
+    net = TwoLayerNet(
+        torch.randn(6, generator=gen, dtype=torch.float64), torch.randn(6, 3, generator=gen, dtype=torch.float64)
+    )
     X = torch.randn(10, 3, generator=gen, dtype=torch.float64)
     value = upsilon_of_function(net, X)
     alpha = torch.exp(torch.randn(6, generator=gen, dtype=torch.float64))

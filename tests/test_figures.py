@@ -2,14 +2,17 @@
 
 import json
 import re
+import tokenize
 from pathlib import Path
 
 import pytest
 
+import flatbook.figures.bad_interpolators
 import flatbook.flattest
 from flatbook.cli import main
 from flatbook.errors import FlatbookInputError
-from flatbook.figures import REGISTRY, make
+from flatbook.experiments import bad_interpolators
+from flatbook.figures import REGISTRY, get_spec, make, registry
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,6 +28,8 @@ def test_every_figure_regenerates_at_smoke_scale(figure_id, tmp_path):
         assert key in stored
     assert stored["scale"] == "smoke" and stored["id"] == figure_id
     assert "seed" in stored["config"] and stored["versions"]["torch"]
+    spec = REGISTRY[figure_id]
+    assert stored["experiment"] == spec.computed_by and stored["plot"] == spec.drawn_by
 
 
 def test_second_run_does_no_solves(tmp_path, monkeypatch):
@@ -58,9 +63,47 @@ def test_cli_writes_a_figure(tmp_path, capsys):
 
 
 def test_every_chapter_figure_is_registered_and_shown_by_its_id():
+    """The ids on each page (figure names and plot calls, in reading order) are the registered ones, in order."""
     for chapter in sorted((ROOT / "book").glob("*.md")):
         text = chapter.read_text()
-        labels = set(re.findall(r"name: fig-([\w-]+)", text))
-        shown = set(re.findall(r'plot\("([\w-]+)", tables\)', text))
-        registered = {spec.id for spec in REGISTRY.values() if spec.chapter == f"book/{chapter.name}"}
+        labels = re.findall(r"name: fig-([\w-]+)", text)
+        shown = re.findall(r'plot\("([\w-]+)", tables\)', text)
+        registered = [spec.id for spec in REGISTRY.values() if spec.chapter == f"book/{chapter.name}"]
         assert labels == shown == registered, chapter.name
+
+
+def string_literals(path: Path) -> list[str]:
+    """The string literals of a Python file, as written (quotes included)."""
+    with tokenize.open(path) as source:
+        return [token.string for token in tokenize.generate_tokens(source.readline) if token.type == tokenize.STRING]
+
+
+def test_each_id_is_written_once_in_the_package():
+    literals = {path: string_literals(path) for path in (ROOT / "src" / "flatbook").rglob("*.py")}
+    for figure_id in REGISTRY:
+        places = [
+            (path.name, count)
+            for path, strings in literals.items()
+            if (count := strings.count(f'"{figure_id}"') + strings.count(f"'{figure_id}'"))
+        ]
+        assert places == [(f"{REGISTRY[figure_id].experiment}.py", 1)], (figure_id, places)
+
+
+def test_the_registry_names_what_computes_and_what_draws():
+    spec = get_spec("ch3-gap")
+    assert spec.experiment_module is bad_interpolators and spec.experiment == "bad_interpolators"
+    assert spec.chapter == "book/03-bad-interpolators.md"
+    assert spec.computed_by == "flatbook.experiments.bad_interpolators.run"
+    assert spec.drawn_by == "flatbook.figures.bad_interpolators.plot_gap"
+    assert spec.draw is flatbook.figures.bad_interpolators.plot_gap
+    for spec in REGISTRY.values():  # every drawing module is the experiment's namesake under flatbook.figures
+        assert spec.draw.__module__ == f"flatbook.figures.{spec.experiment}"
+        assert all(hasattr(spec.experiment_module, name) for name in ("run", "CONFIGS", "CHAPTER", "VERSION"))
+
+
+def test_declaring_a_figure_checks_its_id_and_experiment(monkeypatch):
+    monkeypatch.setattr(registry, "REGISTRY", dict(REGISTRY))
+    with pytest.raises(ValueError, match="'ch3-gap' is declared twice"):
+        registry.figure("ch3-gap", bad_interpolators, "again")(lambda tables: None)
+    with pytest.raises(TypeError, match="is not an experiment module"):
+        registry.figure("ch9-new", flatbook.flattest, "no run")

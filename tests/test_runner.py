@@ -1,6 +1,7 @@
 """The sweep runner: cache per point, resume after an interruption, parallel and Dask give the same table."""
 
 import json
+import shutil
 from dataclasses import dataclass
 
 import pytest
@@ -84,8 +85,10 @@ def test_dask_local_cluster_gives_the_same_table(monkeypatch):
     monkeypatch.setenv("FLATBOOK_CACHE", "off")  # both runs must really compute
     config = symmetry_paradox.CONFIGS["smoke"]
     local = symmetry_paradox.run(config, backend="loky")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster):
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster),
+    ):
         on_cluster = symmetry_paradox.run(config, backend="dask")
     assert on_cluster == local
 
@@ -107,3 +110,30 @@ def test_cache_report_counts_points():
     map_points(toy_point, Toy(scale=5.0), POINTS[:4], experiment="toy-report")
     assert runner.cache_report().startswith("4 configuration points computed, 3 read from the cache")
     assert runner.cache_report() == "0 configuration points computed, 0 read from the cache"
+
+
+def test_the_version_is_part_of_the_key(isolated_cache):
+    CALLS.clear()
+    map_points(toy_point, Toy(), POINTS[:2], experiment="toy", version=1)
+    map_points(toy_point, Toy(), POINTS[:2], experiment="toy", version=1)
+    assert CALLS == [0, 1]
+    map_points(toy_point, Toy(), POINTS[:2], experiment="toy", version=2)  # bumped: computed again
+    assert CALLS == [0, 1, 0, 1]
+
+
+def test_drawing_and_style_edits_keep_the_cache_key(tmp_path):
+    package = tmp_path / "flatbook"
+    shutil.copytree(runner.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    sources = {path.relative_to(package).as_posix() for path in runner.computing_sources(package)}
+    assert {"flattest.py", "tables.py", "experiments/runner.py", "experiments/bad_interpolators.py"} <= sources
+    assert not any(s.startswith("figures/") for s in sources) and "cli.py" not in sources
+    before = runner.code_fingerprint(package)
+    for drawing in ("figures/style.py", "figures/bad_interpolators.py", "cli.py"):
+        (package / drawing).write_text((package / drawing).read_text() + "\n# a new legend colour\n")
+        runner.code_fingerprint.cache_clear()
+        assert runner.code_fingerprint(package) == before, drawing
+    (package / "experiments" / "bad_interpolators.py").write_text(
+        (package / "experiments" / "bad_interpolators.py").read_text() + "\n# a change of computation\n"
+    )
+    runner.code_fingerprint.cache_clear()
+    assert runner.code_fingerprint(package) != before

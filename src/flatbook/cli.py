@@ -16,6 +16,7 @@ def _figure(args) -> int:
         width = max(len(i) for i in REGISTRY)
         for spec in REGISTRY.values():
             print(f"{spec.id:<{width}}  {spec.chapter:<32}  {spec.title}")
+            print(f"{'':<{width}}  computed by {spec.computed_by}, drawn by {spec.drawn_by}")
         return 0
     ids = list(REGISTRY) if args.all else args.ids
     if not ids:
@@ -23,8 +24,10 @@ def _figure(args) -> int:
         return 2
     for figure_id in ids:
         sidecar = make(figure_id, scale=args.scale, out=args.out, jobs=args.jobs, backend=args.backend)
-        print(f"{figure_id}: {', '.join(sidecar['files'])} + {figure_id}.json in {args.out} "
-              f"({sidecar['wall_time_s']:.1f} s, scale {args.scale})")
+        print(
+            f"{figure_id}: {', '.join(sidecar['files'])} + {figure_id}.json in {args.out} "
+            f"({sidecar['wall_time_s']:.1f} s, scale {args.scale})"
+        )
     return 0
 
 
@@ -33,7 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     figure = commands.add_parser("figure", help="regenerate figures by id (PNG, SVG, PDF and a JSON sidecar)")
     figure.add_argument("ids", nargs="*", metavar="ID", help="figure ids (see --list)")
-    figure.add_argument("--list", action="store_true", help="list every figure id with its chapter")
+    figure.add_argument(
+        "--list",
+        action="store_true",
+        help="list every figure id with its chapter and the functions that compute and draw it",
+    )
     figure.add_argument("--all", action="store_true", help="every figure of the book")
     figure.add_argument("--scale", default="book", help=f"one of {', '.join(SCALES)} (default: book)")
     figure.add_argument("--out", default="figures", help="output folder (default: ./figures)")

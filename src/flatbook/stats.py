@@ -1,4 +1,7 @@
-"""Small statistics for the experiments: log-log slopes and intervals across seeds."""
+"""Small statistics for the experiments: log-log slopes and intervals across replicates.
+
+The slope fitted per seed over a table's rows is :func:`flatbook.tables.slope_across_seeds`.
+"""
 
 from __future__ import annotations
 
@@ -26,11 +29,3 @@ def mean_interval(values, level: float = 0.95) -> tuple[float, float, float]:
     mean = float(values.mean())
     half = float(stats.t.ppf(0.5 + level / 2, values.size - 1) * values.std(ddof=1) / math.sqrt(values.size))
     return mean, mean - half, mean + half
-
-
-def slope_across_seeds(rows: list[dict], x: str, y, level: float = 0.95) -> tuple[float, float, float]:
-    """Log-log slope of ``y(row)`` against ``row[x]`` fitted per seed (``row["seed"]``), then
-    :func:`mean_interval` of those slopes: (mean, low, high)."""
-    seeds = dict.fromkeys(r["seed"] for r in rows)
-    return mean_interval([loglog_slope([r[x] for r in rows if r["seed"] == s],
-                                       [y(r) for r in rows if r["seed"] == s]) for s in seeds], level)

@@ -1,8 +1,14 @@
-"""Experiments: one module per chapter experiment, each ``run(config) -> tables`` plus plot functions.
+"""Experiments: one module per chapter experiment, each computing ``run(config) -> tables``.
 
 A *table* is a list of rows, each a dict of plain values (str, int, float),
-so results are easy to cache, compare and print.  Each module has a frozen
-``Config`` dataclass and ``CONFIGS`` for the three scales:
+so results are easy to cache, compare and print (:mod:`flatbook.tables` selects,
+groups and summarises them).  Each module holds the computing only: a frozen
+``Config`` dataclass, ``CONFIGS`` for the three scales, the point functions the
+sweep runner (:mod:`.runner`) caches, ``run`` and the statistics of its
+tables, ``CHAPTER`` (the chapter that shows it) and ``VERSION`` (bump it when
+the results change meaning without a change in the code; see :mod:`.runner`).
+Its figures are drawn by the namesake module in :mod:`flatbook.figures`.
+The three scales:
 
 - ``smoke``: seconds, for the tests;
 - ``book``: the default; every chapter within 90 s on two CPU cores;
@@ -24,9 +30,7 @@ def current_scale() -> str:
     """``$FLATBOOK_SCALE`` if set (one of :data:`SCALES`), else ``"book"``."""
     scale = os.environ.get("FLATBOOK_SCALE", "book").strip() or "book"
     if scale not in SCALES:
-        raise FlatbookInputError(
-            f"FLATBOOK_SCALE={scale!r} is not a scale; choose one of {', '.join(SCALES)}."
-        )
+        raise FlatbookInputError(f"FLATBOOK_SCALE={scale!r} is not a scale; choose one of {', '.join(SCALES)}.")
     return scale
 
 

@@ -24,9 +24,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import numpy as np
-from matplotlib.figure import Figure
-
 from .. import get_activation
 from ..data import single_index
 from ..interpolators import (
@@ -35,16 +32,12 @@ from ..interpolators import (
     random_directions,
 )
 from ..search import dictionary_search, direct_search, interpolator_report
-from ..stats import slope_across_seeds
-from ..style import (
-    DISPLAY_NAME,
-    ROLE,
-    book_style,
-    finish_panels,
-    new_figure,
-    no_minor_labels,
-)
+from ..tables import slope_across_seeds, where
 from .runner import map_points
+
+CHAPTER = "book/03-bad-interpolators.md"
+#: bump when the results change meaning without a change in the package's computing code
+VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -67,11 +60,26 @@ class Config:
 
 
 CONFIGS = {
-    "smoke": Config(activations=("relu", "quadratic"), d=12, n_grid=(20, 40), seeds=2, search_steps=2,
-                    n_test=2_000, regime_d=10, regime_n_grid=(10, 20)),
+    "smoke": Config(
+        activations=("relu", "quadratic"),
+        d=12,
+        n_grid=(20, 40),
+        seeds=2,
+        search_steps=2,
+        n_test=2_000,
+        regime_d=10,
+        regime_n_grid=(10, 20),
+    ),
     "book": Config(),
-    "paper": Config(d=100, n_grid=(100, 200, 400, 800, 1600, 3200), seeds=5, search_steps=20, n_test=200_000,
-                    regime_d=50, regime_n_grid=(100, 200, 400, 800)),
+    "paper": Config(
+        d=100,
+        n_grid=(100, 200, 400, 800, 1600, 3200),
+        seeds=5,
+        search_steps=20,
+        n_test=200_000,
+        regime_d=50,
+        regime_n_grid=(100, 200, 400, 800),
+    ),
 }
 
 
@@ -82,41 +90,83 @@ def _point(config, name, n, seed):
     X, y = teacher.sample(n, seed=seed + 1000)
     m = config.width_factor * n
     start = random_directions(m, config.d, seed=seed + 1)
-    searches = [dictionary_search(X, y, activation, m - 1, seed=seed + 1, extra_directions=teacher.theta_star),
-                direct_search(X, y, activation, start, steps=config.search_steps)]
-    rows = [{"method": search.method, "rho": float("nan"),
-             **interpolator_report(search.solution, X, y, teacher, n_test=config.n_test)} for search in searches]
+    searches = [
+        dictionary_search(X, y, activation, m - 1, seed=seed + 1, extra_directions=teacher.theta_star),
+        direct_search(X, y, activation, start, steps=config.search_steps),
+    ]
+    rows = [
+        {
+            "method": search.method,
+            "rho": float("nan"),
+            **interpolator_report(search.solution, X, y, teacher, n_test=config.n_test),
+        }
+        for search in searches
+    ]
     for rho in config.bad_alignments:
         bad_start = directions_with_alignment(teacher.theta_star, m, rho, seed=seed + 2)
-        bad = direct_search(X, y, activation, bad_start, steps=config.search_steps,
-                            constraint=alignment_projector(teacher.theta_star, rho))
-        rows.append({"method": "bad", "rho": rho, "bad_dictionary_upsilon": bad.history[0],
-                     **interpolator_report(bad.solution, X, y, teacher, n_test=config.n_test)})
+        bad = direct_search(
+            X,
+            y,
+            activation,
+            bad_start,
+            steps=config.search_steps,
+            constraint=alignment_projector(teacher.theta_star, rho),
+        )
+        rows.append(
+            {
+                "method": "bad",
+                "rho": rho,
+                "bad_dictionary_upsilon": bad.history[0],
+                **interpolator_report(bad.solution, X, y, teacher, n_test=config.n_test),
+            }
+        )
     best = min(r["upsilon"] for r in rows)  # the flattest interpolator found, whatever its alignment
     bad_dimension = (config.d - 1) * config.d // 2  # quadratic forms on the complement of θ*
-    return [{"activation": name, "c": activation.degree, "d": config.d, "n": n, "m": m, "seed": seed,
-             "noise_std": config.noise_std, "best_upsilon": best, "bad_dimension": bad_dimension, **row}
-            for row in rows]
+    return [
+        {
+            "activation": name,
+            "c": activation.degree,
+            "d": config.d,
+            "n": n,
+            "m": m,
+            "seed": seed,
+            "noise_std": config.noise_std,
+            "best_upsilon": best,
+            "bad_dimension": bad_dimension,
+            **row,
+        }
+        for row in rows
+    ]
 
 
 def _sweep(config: Config, jobs, backend, label) -> list[dict]:
-    points = [{"name": name, "n": n, "seed": config.seed + 100 * s}
-              for name in config.activations for n in config.n_grid for s in range(config.seeds)]
-    results = map_points(_point, config, points, experiment="bad_interpolators", jobs=jobs, backend=backend,
-                         desc=label)
+    points = [
+        {"name": name, "n": n, "seed": config.seed + 100 * s}
+        for name in config.activations
+        for n in config.n_grid
+        for s in range(config.seeds)
+    ]
+    results = map_points(
+        _point, config, points, experiment="bad_interpolators", version=VERSION, jobs=jobs, backend=backend, desc=label
+    )
     return [row for rows in results for row in rows]
 
 
 def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
     """The main sweep and its slopes; the quadratic at a second d; the ReLU with label noise."""
     runs = _sweep(config, jobs, backend, "bad interpolators")
-    regime_config = replace(config, activations=("quadratic",), d=config.regime_d,
-                            n_grid=config.regime_n_grid, bad_alignments=(0.0,))
+    regime_config = replace(
+        config, activations=("quadratic",), d=config.regime_d, n_grid=config.regime_n_grid, bad_alignments=(0.0,)
+    )
     noise_config = replace(config, activations=("relu",), noise_std=config.noise_sweep_std, bad_alignments=(0.0,))
     noise_runs = _sweep(noise_config, jobs, backend, "with label noise")
-    return {"runs": runs, "slopes": slopes(runs, config),
-            "regime": _sweep(regime_config, jobs, backend, "quadratic regime"),
-            "noise": noise_runs, "noise_slopes": slopes(noise_runs, noise_config)}
+    return {
+        "runs": runs,
+        "slopes": slopes(runs, config),
+        "regime": _sweep(regime_config, jobs, backend, "quadratic regime"),
+        "noise": noise_runs,
+        "noise_slopes": slopes(noise_runs, noise_config),
+    }
 
 
 def slopes(runs: list[dict], config: Config) -> list[dict]:
@@ -125,84 +175,14 @@ def slopes(runs: list[dict], config: Config) -> list[dict]:
     for name in config.activations:
         c = get_activation(name).degree
         for rho in config.bad_alignments:
-            sel = [r for r in runs if r["activation"] == name and r["method"] == "bad" and r["rho"] == rho]
-            mean, low, high = slope_across_seeds(sel, "n", lambda r: r["upsilon"] / r["best_upsilon"])
-            rows.append({"activation": name, "rho": rho, "slope": mean, "low": low, "high": high,
-                         "theory": c / (c + 1)})
+            sel = where(runs, activation=name, method="bad", rho=rho)
+            mean, low, high = slope_across_seeds(sel, "n", gap)
+            rows.append(
+                {"activation": name, "rho": rho, "slope": mean, "low": low, "high": high, "theory": c / (c + 1)}
+            )
     return rows
 
 
-def plot_gap(tables: dict) -> Figure:
-    """Υ_bad / Υ_best against n (log-log) per activation, with the n^{c/(c+1)} rate of the theory."""
-    runs, slope_rows = tables["runs"], tables["slopes"]
-    names = list(dict.fromkeys(r["activation"] for r in runs))
-    fig, axes = new_figure(ncols=len(names), height=3.2, sharey=True)
-    with book_style():
-        for ax, name in zip(axes, names):
-            c = next(r["c"] for r in runs if r["activation"] == name)
-            notes = []
-            for rho, marker in zip(sorted({r["rho"] for r in runs if r["method"] == "bad"}), "os^"):
-                sel = [r for r in runs if r["activation"] == name and r["method"] == "bad" and r["rho"] == rho]
-                ns = sorted({r["n"] for r in sel})
-                ratios = [[r["upsilon"] / r["best_upsilon"] for r in sel if r["n"] == n] for n in ns]
-                slope = next(s for s in slope_rows if s["activation"] == name and s["rho"] == rho)
-                ax.plot([n for n, rs in zip(ns, ratios) for _ in rs], [v for rs in ratios for v in rs], marker,
-                        color=ROLE["bad"], alpha=0.35 + 0.5 * (rho == 0), mfc="none")
-                ax.plot(ns, [np.exp(np.mean(np.log(rs))) for rs in ratios], "-", marker=marker,
-                        color=ROLE["bad"], alpha=0.35 + 0.5 * (rho == 0),
-                        label=f"bad, $\\rho = {rho:g}$")
-                notes.append(f"$\\rho = {rho:g}$: slope {slope['slope']:.2f}")
-            ns = np.array(sorted({r["n"] for r in runs}), dtype=float)
-            first = np.exp(np.mean([np.log(r["upsilon"] / r["best_upsilon"]) for r in runs
-                                    if r["activation"] == name and r["method"] == "bad" and r["rho"] == 0
-                                    and r["n"] == ns[0]]))
-            ax.plot(ns, first * (ns / ns[0]) ** (c / (c + 1)), "--", color=ROLE["bound"],
-                    label=r"theory $n^{c/(c+1)}$")
-            notes.append(f"theory: {c / (c + 1):.2f}")
-            ax.text(0.97, 0.04, "\n".join(notes), transform=ax.transAxes, ha="right", va="bottom", fontsize=8)
-            ax.set(xscale="log", yscale="log", xlabel="samples $n$", title=DISPLAY_NAME[name])
-        finish_panels(fig, axes, r"$\Upsilon_{\rm bad} / \Upsilon_{\rm best}$", legend_ncol=3)
-    return fig
-
-
-def plot_losses(tables: dict) -> Figure:
-    """Population loss of the bad and the flattest-found interpolators against n."""
-    runs = tables["runs"]
-    names = list(dict.fromkeys(r["activation"] for r in runs))
-    fig, axes = new_figure(ncols=len(names), height=3.0)
-    with book_style():
-        for ax, name in zip(axes, names):
-            for label, select, colour in (
-                ("flattest found", lambda r: r["upsilon"] == r["best_upsilon"], ROLE["good"]),
-                (r"bad, $\rho = 0$", lambda r: r["method"] == "bad" and r["rho"] == 0, ROLE["bad"]),
-            ):
-                sel = [r for r in runs if r["activation"] == name and select(r)]
-                ns = sorted({r["n"] for r in sel})
-                ax.plot(ns, [np.mean([r["population_loss"] for r in sel if r["n"] == n]) for n in ns], "o-",
-                        color=colour, label=label)
-            ax.set(xscale="log", xlabel="samples $n$", title=DISPLAY_NAME[name], ylim=(0, None))
-        finish_panels(fig, axes, "population loss $F(w)$", legend_ncol=2)
-    return fig
-
-
-def plot_regime(tables: dict) -> Figure:
-    """Quadratic: Υ_bad / Υ_best against n / (d(d−1)/2), the share of the quadratic forms on Θ*⊥ used."""
-    fig, axes = new_figure(height=3.0)
-    ax = axes[0]
-    with book_style():
-        for rows, marker in ((tables["runs"], "o"), (tables["regime"], "s")):
-            sel = [r for r in rows if r["activation"] == "quadratic" and r["method"] == "bad" and r["rho"] == 0]
-            if not sel:
-                continue
-            ns = sorted({r["n"] for r in sel})
-            dim = sel[0]["bad_dimension"]
-            ax.plot([n / dim for n in ns],
-                    [np.exp(np.mean([np.log(r["upsilon"] / r["best_upsilon"]) for r in sel if r["n"] == n])) for n in ns],
-                    "-", marker=marker, color=ROLE["quadratic"], alpha=1.0 if marker == "o" else 0.55,
-                    label=f"$d = {sel[0]['d']}$, $d(d-1)/2 = {dim}$")
-        ax.set(xscale="log", xlabel=r"$n \,/\, (d(d-1)/2)$", ylim=(0, None),
-               ylabel=r"$\Upsilon_{\rm bad} / \Upsilon_{\rm best}$ (quadratic, $\rho = 0$)")
-        ax.axhline(1.0, color=ROLE["bound"], lw=0.8, ls=":")
-        ax.legend()
-        no_minor_labels(ax)
-    return fig
+def gap(row: dict) -> float:
+    """Υ / Υ_best of a row of ``runs``: how much sharper than the flattest found (≥ 1)."""
+    return row["upsilon"] / row["best_upsilon"]

@@ -24,24 +24,17 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
 
 from .. import flattest_interpolator, flattest_outer_weights, get_activation
 from ..data import single_index
 from ..flatness import orbit_flatness, population_flatness_weight
 from ..flattest import other_interpolators
 from ..interpolators import random_directions
-from ..style import (
-    DISPLAY_NAME,
-    ROLE,
-    book_style,
-    finish_panels,
-    legend_below,
-    new_figure,
-    no_minor_labels,
-)
 from .runner import map_points
+
+CHAPTER = "book/02-convex-dual-bound.md"
+#: bump when the results change meaning without a change in the package's computing code
+VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -64,12 +57,31 @@ class Config:
 
 
 CONFIGS = {
-    "smoke": Config(d=8, n=20, m=60, n_other=200, widths=(40, 80, 160), global_rounds=5, split_d=6, split_n=12,
-                    split_random=20, split_copies=(1, 4)),
+    "smoke": Config(
+        d=8,
+        n=20,
+        m=60,
+        n_other=200,
+        widths=(40, 80, 160),
+        global_rounds=5,
+        split_d=6,
+        split_n=12,
+        split_random=20,
+        split_copies=(1, 4),
+    ),
     "book": Config(),
-    "paper": Config(d=50, n=1000, m=4000, n_other=10_000, widths=(2000, 4000, 8000, 16000, 32000, 64000),
-                    global_rounds=60,
-                    split_d=30, split_n=240, split_random=479, split_copies=(1, 4, 16, 64, 256)),
+    "paper": Config(
+        d=50,
+        n=1000,
+        m=4000,
+        n_other=10_000,
+        widths=(2000, 4000, 8000, 16000, 32000, 64000),
+        global_rounds=60,
+        split_d=30,
+        split_n=240,
+        split_random=479,
+        split_copies=(1, 4, 16, 64, 256),
+    ),
 }
 
 
@@ -86,39 +98,59 @@ def _activation_point(config: Config, name: str, index: int) -> dict:
     result = _solve(activation, teacher, X, y, config.m, seed + 2)
     lp_norm = float((result.effective_a.abs() ** result.p).sum())
     solution = {
-        "activation": name, "p": result.p, "n": config.n, "m": config.m, "d": config.d,
-        "upsilon": result.flatness, "lower_bound": result.lower_bound,
-        "duality_gap": result.duality_gap, "residual": result.residual,
-        "support": result.support_size, "condition_number": result.condition_number,
-        "kappa_min": float(result.kappa.min()), "kappa_max": float(result.kappa.max()),
+        "activation": name,
+        "p": result.p,
+        "n": config.n,
+        "m": config.m,
+        "d": config.d,
+        "upsilon": result.flatness,
+        "lower_bound": result.lower_bound,
+        "duality_gap": result.duality_gap,
+        "residual": result.residual,
+        "support": result.support_size,
+        "condition_number": result.condition_number,
+        "kappa_min": float(result.kappa.min()),
+        "kappa_max": float(result.kappa.max()),
         "kappa_mean": float(result.kappa.mean()),
         "kappa_population": population_flatness_weight(activation, config.d),
-        "lp_norm_p": lp_norm, "upsilon_over_lp": result.flatness / lp_norm,
+        "lp_norm_p": lp_norm,
+        "upsilon_over_lp": result.flatness / lp_norm,
     }
     spreads = np.geomspace(config.spread_min, config.spread_max, config.n_other)
     sampled = other_interpolators(result, X, config.n_other, spread=spreads, seed=seed + 3)
     upsilons = orbit_flatness(sampled, result.kappa, result.p)
     ordered = result.effective_a.abs().sort(descending=True).values
-    flattest = flattest_interpolator(X, y, activation, max(config.widths), rounds=config.global_rounds,
-                                     seed=seed + 4)
+    flattest = flattest_interpolator(X, y, activation, max(config.widths), rounds=config.global_rounds, seed=seed + 4)
     balancedness = []
     for m in config.widths:
         wide = _solve(activation, teacher, X, y, m, seed + 5)
         best = flattest.at_width(X, y, m)
-        balancedness.append({
-            "activation": name, "m": m, "p": result.p, "upsilon": wide.flatness,
-            "max_effective_weight": float(wide.effective_a.abs().max()), "support": wide.support_size,
-            "global_upper": best.upper, "global_lower": best.lower, "global_lower_estimate": best.lower_estimate,
-            "global_certified": best.certified, "global_pricing": best.pricing,
-            "global_max_effective_weight": float(best.net.effective_outer_weights().abs().max()),
-            "global_atoms": best.atoms.directions.shape[0],
-            "global_vertex_upsilon": flattest.at_width(X, y, best.atoms.directions.shape[0]).upper,
-        })
-    return {"solutions": [solution],
-            "others": [{"activation": name, "upsilon": float(u)} for u in upsilons],
-            "weights": [{"activation": name, "rank": r + 1, "abs_effective_weight": float(w)}
-                        for r, w in enumerate(ordered)],
-            "balancedness": balancedness}
+        balancedness.append(
+            {
+                "activation": name,
+                "m": m,
+                "p": result.p,
+                "upsilon": wide.flatness,
+                "max_effective_weight": float(wide.effective_a.abs().max()),
+                "support": wide.support_size,
+                "global_upper": best.upper,
+                "global_lower": best.lower,
+                "global_lower_estimate": best.lower_estimate,
+                "global_certified": best.certified,
+                "global_pricing": best.pricing,
+                "global_max_effective_weight": float(best.net.effective_outer_weights().abs().max()),
+                "global_atoms": best.atoms.directions.shape[0],
+                "global_vertex_upsilon": flattest.at_width(X, y, best.atoms.directions.shape[0]).upper,
+            }
+        )
+    return {
+        "solutions": [solution],
+        "others": [{"activation": name, "upsilon": float(u)} for u in upsilons],
+        "weights": [
+            {"activation": name, "rank": r + 1, "abs_effective_weight": float(w)} for r, w in enumerate(ordered)
+        ],
+        "balancedness": balancedness,
+    }
 
 
 def _splitting_point(config: Config, copies: int) -> dict:
@@ -126,94 +158,40 @@ def _splitting_point(config: Config, copies: int) -> dict:
     seed = config.seed + 100
     teacher = single_index(config.split_d, link="quadratic", seed=seed)
     X, y = teacher.sample(config.split_n, seed=seed + 1)
-    dictionary = torch.cat([teacher.theta_star.expand(copies, -1),
-                            random_directions(config.split_random, config.split_d, seed=seed + 2)])
+    dictionary = torch.cat(
+        [teacher.theta_star.expand(copies, -1), random_directions(config.split_random, config.split_d, seed=seed + 2)]
+    )
     result = flattest_outer_weights(dictionary, X, y, "quadratic")
-    return {"splitting": [{"copies": copies, "upsilon": result.flatness, "p": result.p,
-                           "teacher_share": float(result.effective_a[:copies].sum())}]}
+    return {
+        "splitting": [
+            {
+                "copies": copies,
+                "upsilon": result.flatness,
+                "p": result.p,
+                "teacher_share": float(result.effective_a[:copies].sum()),
+            }
+        ]
+    }
 
 
 def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
     """Solve the primal and dual, sample other interpolators, sweep the width, per activation."""
     points = [{"name": name, "index": i} for i, name in enumerate(config.activations)]
-    results = map_points(_activation_point, config, points, experiment="convex_dual", jobs=jobs, backend=backend)
-    tables = {key: [row for result in results for row in result[key]]
-              for key in ("solutions", "others", "weights", "balancedness")}
-    splits = map_points(_splitting_point, config, [{"copies": k} for k in config.split_copies],
-                        experiment="convex_dual", jobs=jobs, backend=backend)
+    results = map_points(
+        _activation_point, config, points, experiment="convex_dual", version=VERSION, jobs=jobs, backend=backend
+    )
+    tables = {
+        key: [row for result in results for row in result[key]]
+        for key in ("solutions", "others", "weights", "balancedness")
+    }
+    splits = map_points(
+        _splitting_point,
+        config,
+        [{"copies": k} for k in config.split_copies],
+        experiment="convex_dual",
+        version=VERSION,
+        jobs=jobs,
+        backend=backend,
+    )
     tables["splitting"] = [row for result in splits for row in result["splitting"]]
     return tables
-
-
-def plot_dual_bound(tables: dict) -> Figure:
-    """Υ of random interpolators with fixed directions, above the dual bound and the optimum."""
-    names = [row["activation"] for row in tables["solutions"]]
-    fig, axes = new_figure(ncols=len(names), height=3.2)
-    with book_style():
-        for ax, sol in zip(axes, tables["solutions"]):
-            values = np.array([r["upsilon"] for r in tables["others"] if r["activation"] == sol["activation"]])
-            bins = np.geomspace(0.9 * sol["lower_bound"], values.max() * 1.05, 40)
-            ax.hist(values, bins=bins, color=ROLE[sol["activation"]], alpha=0.7,
-                    label="random interpolators, same directions")
-            ax.axvline(sol["upsilon"], color=ROLE["good"], lw=2.5, label=r"optimum $\Upsilon^\star$ (primal)")
-            ax.axvline(sol["lower_bound"], color=ROLE["bound"], ls="--", lw=1.5,
-                       label=r"dual bound $g(\lambda)$")
-            ax.set(xscale="log", xlabel=r"$\Upsilon = \sum_j \kappa_j |\tilde a_j|^p$",
-                   title=f"{DISPLAY_NAME[sol['activation']]} ($p = {sol['p']:.3g}$)")
-        finish_panels(fig, axes, "count", legend_ncol=3)
-    return fig
-
-
-def plot_sorted_weights(tables: dict) -> Figure:
-    """|ã_j| of the flattest interpolator, sorted: sparse for p = 1, spread for p = 4/3."""
-    fig, axes = new_figure(height=3.0)
-    ax = axes[0]
-    with book_style():
-        for sol in tables["solutions"]:
-            rows = [r for r in tables["weights"] if r["activation"] == sol["activation"]]
-            ax.plot([r["rank"] for r in rows], [max(r["abs_effective_weight"], 1e-18) for r in rows],
-                    color=ROLE[sol["activation"]],
-                    label=f"{DISPLAY_NAME[sol['activation']]} ($p = {sol['p']:.3g}$), "
-                          f"{sol['support']} non-zero")
-        n = tables["solutions"][0]["n"]
-        ax.axvline(n, color=ROLE["bound"], ls=":", label=f"$n = {n}$ samples")
-        ax.set(yscale="log", ylim=(1e-6 * max(r["abs_effective_weight"] for r in tables["weights"]), None),
-               xlabel="neuron, sorted by $|\\tilde a_j|$", ylabel=r"$|\tilde a_j|$")
-        ax.legend(loc="lower left")
-        no_minor_labels(*axes)
-    return fig
-
-
-def plot_balancedness(tables: dict) -> Figure:
-    """Υ against the width: the flattest over m random directions against the global flattest (with its
-    proven lower bound), scaled by m^{p−1}; and max_j |ã_j| of the global flattest with the 1/m line."""
-    fig, axes = new_figure(ncols=2, height=3.2)
-    with book_style():
-        rows = tables["balancedness"]
-        ms = np.array(sorted({r["m"] for r in rows}), dtype=float)
-        for name in dict.fromkeys(r["activation"] for r in rows):
-            sel = [r for r in rows if r["activation"] == name]
-            m = np.array([r["m"] for r in sel], dtype=float)
-            scale = m ** (sel[0]["p"] - 1)
-            colour = ROLE[name]
-            axes[0].plot(m, scale * [r["upsilon"] for r in sel], "s--", color=colour, mfc="none",
-                         label=f"{DISPLAY_NAME[name]}: over $m$ random directions")
-            axes[0].plot(m, scale * [r["global_upper"] for r in sel], "o-", color=colour,
-                         label=f"{DISPLAY_NAME[name]}: global flattest")
-            axes[0].plot(m, scale * [r["global_lower"] for r in sel], ":", color=colour,
-                         label=f"{DISPLAY_NAME[name]}: proven lower bound")
-            axes[1].plot(m, [r["global_max_effective_weight"] for r in sel], "o-", color=colour,
-                         label=DISPLAY_NAME[name])
-        first = [r for r in rows if r["activation"] == rows[-1]["activation"]][0]
-        axes[1].plot(ms, first["global_max_effective_weight"] * ms[0] / ms, color=ROLE["bound"], ls="--",
-                     label=r"$\propto 1/m$")
-        axes[0].set(xscale="log", yscale="log", xlabel="width $m$", ylabel=r"$m^{p-1}\,\Upsilon$",
-                    title=r"flatness, scaled by $m^{p-1}$")
-        axes[1].set(xscale="log", yscale="log", xlabel="width $m$", ylabel=r"$\max_j |\tilde a_j|$",
-                    title="largest effective weight (global flattest)")
-        for ax in axes:
-            ax.set_xticks(ms, [f"{m:g}" for m in ms])
-            ax.xaxis.set_minor_formatter(NullFormatter())
-        axes[1].legend(fontsize="small")
-        legend_below(fig, axes, ncol=3)
-    return fig

@@ -23,16 +23,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-from matplotlib.figure import Figure
-
 from .. import get_activation
 from ..data import multi_index_product, sum_of_single_index
 from ..interpolators import random_directions
 from ..search import dictionary_search, direct_search, interpolator_report
-from ..stats import slope_across_seeds
-from ..style import PALETTE, ROLE, book_style, legend_below, new_figure, no_minor_labels
+from ..tables import slope_across_seeds, where
 from .runner import map_points
+
+CHAPTER = "book/04-flattest-generalise.md"
+#: bump when the results change meaning without a change in the package's computing code
+VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -84,80 +84,59 @@ def _point(config, condition, n, seed):
     teacher = teacher_for(condition, config, n, seed)
     X, y = teacher.sample(n, seed=seed + 1000)
     m = config.width_factor * n
-    searches = [dictionary_search(X, y, activation, m - teacher.k, seed=seed + 1,
-                                  extra_directions=teacher.theta_star),
-                direct_search(X, y, activation, random_directions(m, config.d, seed=seed + 1),
-                              steps=config.search_steps)]
-    rows = [{"method": s.method, **interpolator_report(s.solution, X, y, teacher, n_test=config.n_test),
-             "max_effective_weight": float(s.solution.effective_a.abs().max()),
-             "l1_effective_weight": float(s.solution.effective_a.abs().sum())} for s in searches]
+    searches = [
+        dictionary_search(X, y, activation, m - teacher.k, seed=seed + 1, extra_directions=teacher.theta_star),
+        direct_search(X, y, activation, random_directions(m, config.d, seed=seed + 1), steps=config.search_steps),
+    ]
+    rows = [
+        {
+            "method": s.method,
+            **interpolator_report(s.solution, X, y, teacher, n_test=config.n_test),
+            "max_effective_weight": float(s.solution.effective_a.abs().max()),
+            "l1_effective_weight": float(s.solution.effective_a.abs().sum()),
+        }
+        for s in searches
+    ]
     best = min(r["upsilon"] for r in rows)
-    return [{"condition": condition, "n": n, "m": m, "seed": seed, "noise_variance": teacher.bayes_risk,
-             "flattest": r["upsilon"] == best, **r} for r in rows]
+    return [
+        {
+            "condition": condition,
+            "n": n,
+            "m": m,
+            "seed": seed,
+            "noise_variance": teacher.bayes_risk,
+            "flattest": r["upsilon"] == best,
+            **r,
+        }
+        for r in rows
+    ]
 
 
 def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
     """Every condition, n and seed; then the rates of the excess loss of the flattest found."""
-    points = [{"condition": condition, "n": n, "seed": config.seed + 100 * s}
-              for condition in CONDITIONS for n in config.n_grid for s in range(config.seeds)]
-    results = map_points(_point, config, points, experiment="flattest_generalise", jobs=jobs, backend=backend)
+    points = [
+        {"condition": condition, "n": n, "seed": config.seed + 100 * s}
+        for condition in CONDITIONS
+        for n in config.n_grid
+        for s in range(config.seeds)
+    ]
+    results = map_points(
+        _point, config, points, experiment="flattest_generalise", version=VERSION, jobs=jobs, backend=backend
+    )
     runs = [row for rows in results for row in rows]
     rates = []
     for condition in CONDITIONS:
-        sel = [r for r in runs if r["condition"] == condition and r["flattest"]]
-        mean, low, high = slope_across_seeds(sel, "n", lambda r: max(r["excess_loss"], 1e-12))
-        rates.append({"condition": condition, "rate": mean, "low": low, "high": high,
-                      "theory": predicted_rate(condition)})
-    balance = [r for r in runs if r["condition"] == "vanishing noise" and r["flattest"]]
-    mean, low, high = slope_across_seeds(balance, "m", lambda r: r["max_effective_weight"])
-    return {"runs": runs, "rates": rates,
-            "balancedness": [{"slope": mean, "low": low, "high": high, "theory": -1.0}]}
+        sel = where(runs, condition=condition, flattest=True)
+        mean, low, high = slope_across_seeds(sel, "n", floored_excess)
+        rates.append(
+            {"condition": condition, "rate": mean, "low": low, "high": high, "theory": predicted_rate(condition)}
+        )
+    balance = where(runs, condition="vanishing noise", flattest=True)
+    mean, low, high = slope_across_seeds(balance, "m", "max_effective_weight")
+    return {"runs": runs, "rates": rates, "balancedness": [{"slope": mean, "low": low, "high": high, "theory": -1.0}]}
 
 
-CONDITION_COLOUR = {"vanishing noise": ROLE["good"], "slowly vanishing noise": PALETTE["sky"],
-                    "fixed noise": PALETTE["orange"], "multi-index": ROLE["bad"]}
-
-
-def plot_excess_loss(tables: dict) -> Figure:
-    """Excess population loss F − F* of the flattest interpolator found against n, per condition."""
-    fig, axes = new_figure(height=3.2)
-    ax = axes[0]
-    with book_style():
-        for rate in tables["rates"]:
-            condition = rate["condition"]
-            sel = [r for r in tables["runs"] if r["condition"] == condition and r["flattest"]]
-            ns = sorted({r["n"] for r in sel})
-            ax.plot([r["n"] for r in sel], [r["excess_loss"] for r in sel], "o", mfc="none", alpha=0.5,
-                    color=CONDITION_COLOUR[condition])
-            means = [np.exp(np.mean(np.log([max(r["excess_loss"], 1e-12) for r in sel if r["n"] == n]))) for n in ns]
-            ax.plot(ns, means, "-", color=CONDITION_COLOUR[condition],
-                    label=f"{condition}: slope {rate['rate']:.2f}")
-        low = [r for r in tables["runs"] if r["condition"] == "vanishing noise" and r["flattest"]]
-        ns = np.array(sorted({r["n"] for r in low}), dtype=float)
-        start = np.exp(np.mean(np.log([r["excess_loss"] for r in low if r["n"] == ns[0]])))
-        ax.plot(ns, start * (ns / ns[0]) ** -0.5, ":", color="0.45", lw=2.2, zorder=0,
-                label=r"rate $n^{-1/2}$ (theory, vanishing noise)")
-        ax.set(xscale="log", yscale="log", xlabel="samples $n$", ylabel=r"excess loss $F(w) - F^\star$")
-        legend_below(fig, axes, ncol=2)
-        no_minor_labels(ax)
-    return fig
-
-
-def plot_balancedness(tables: dict) -> Figure:
-    """Largest effective outer weight of the flattest interpolator found against the width m."""
-    fig, axes = new_figure(height=3.0)
-    ax = axes[0]
-    with book_style():
-        sel = [r for r in tables["runs"] if r["condition"] == "vanishing noise" and r["flattest"]]
-        ms = np.array(sorted({r["m"] for r in sel}), dtype=float)
-        ax.plot([r["m"] for r in sel], [r["max_effective_weight"] for r in sel], "o", color=ROLE["good"],
-                mfc="none", label=r"$\max_j |\tilde a_j|$, flattest found (seeds)")
-        ax.plot([r["m"] for r in sel], [r["l1_effective_weight"] / r["m"] for r in sel], "s", color=PALETTE["sky"],
-                mfc="none", label=r"$\|\tilde a\|_1 / m$")
-        top = np.mean([r["max_effective_weight"] for r in sel if r["m"] == ms[0]])
-        ax.plot(ms, top * ms[0] / ms, "--", color=ROLE["bound"], label=r"$\propto 1/m$")
-        ax.set(xscale="log", yscale="log", xlabel="width $m$", ylabel="effective outer weight")
-        ax.set_xticks(ms, [f"{m:g}" for m in ms])
-        ax.legend(fontsize=8)
-        no_minor_labels(ax)
-    return fig
+def floored_excess(row: dict) -> float:
+    """The excess loss F − F* of a row, floored at 1e-12 so that its logarithm exists (a Monte Carlo
+    estimate of it can come out at or below zero)."""
+    return max(row["excess_loss"], 1e-12)

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from matplotlib.figure import Figure
 
 from ..backend import default_device
 from ..data import digits_parity, teacher_student_classification
@@ -33,9 +32,13 @@ from ..errors import FlatbookInputError
 from ..margins import normalised_margin, parameters, q_margin
 from ..mirror import balance, get_potential
 from ..network import TwoLayerNet
-from ..style import PALETTE, book_style, finish_panels, new_figure, no_minor_labels
+from ..tables import column, group, index, where
 from ..training import mirror_descent
 from .runner import map_points
+
+CHAPTER = "book/06-mirror-flow.md"
+#: bump when the results change meaning without a change in the package's computing code
+VERSION = 1
 
 #: (label, potential name, parameters) of the main comparison
 MAIN_POTENTIALS = (
@@ -49,9 +52,6 @@ HORIZON_POTENTIALS = (
     ("((w²+β²)^{3/2} − β³)/3", "p_norm", {"p": 3.0, "beta": 0.1}),
     ("|w|³/3 + βw²/2", "p_norm_plus_quadratic", {"p": 3.0, "beta": 0.1}),
 )
-COLOUR = {"gradient descent": PALETTE["blue"], "hyperbolic entropy": PALETTE["vermillion"],
-          "p = 3": PALETTE["green"], "|w|³/3": PALETTE["green"], "((w²+β²)^{3/2} − β³)/3": PALETTE["orange"],
-          "|w|³/3 + βw²/2": PALETTE["purple"]}
 
 
 @dataclass(frozen=True)
@@ -80,13 +80,37 @@ class Config:
 
 
 CONFIGS = {
-    "smoke": Config(d=5, n=30, m=12, seeds=1, target_loss=1e-8, max_steps=600, n_logs=15, betas=(1e-2, 1.0),
-                    sweep_target_loss=1e-10, balance_steps=(0.2, 0.1), balance_time=5.0, digits_train=200,
-                    digits_width=20, digits_target_loss=1e-3, prune_fractions=(0.0, 0.5, 0.9), n_test=500),
+    "smoke": Config(
+        d=5,
+        n=30,
+        m=12,
+        seeds=1,
+        target_loss=1e-8,
+        max_steps=600,
+        n_logs=15,
+        betas=(1e-2, 1.0),
+        sweep_target_loss=1e-10,
+        balance_steps=(0.2, 0.1),
+        balance_time=5.0,
+        digits_train=200,
+        digits_width=20,
+        digits_target_loss=1e-3,
+        prune_fractions=(0.0, 0.5, 0.9),
+        n_test=500,
+    ),
     "book": Config(),
-    "paper": Config(d=20, n=400, m=200, teacher_neurons=4, seeds=5, max_steps=100_000,
-                    betas=(1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 0.3, 1.0, 3.0, 10.0, 30.0),
-                    balance_steps=(0.4, 0.2, 0.1, 0.05, 0.025), digits_width=400, n_test=20_000),
+    "paper": Config(
+        d=20,
+        n=400,
+        m=200,
+        teacher_neurons=4,
+        seeds=5,
+        max_steps=100_000,
+        betas=(1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 0.3, 1.0, 3.0, 10.0, 30.0),
+        balance_steps=(0.4, 0.2, 0.1, 0.05, 0.025),
+        digits_width=400,
+        n_test=20_000,
+    ),
 }
 
 
@@ -94,8 +118,7 @@ def _initial_network(config: Config, d: int, width: int, seed: int) -> TwoLayerN
     """a_j, θ_ij i.i.d. N(0, s²) with s = init_scale (inner weights divided by √(d/10) for wide inputs)."""
     gen = torch.Generator().manual_seed(seed)
     a = config.init_scale * torch.randn(width, generator=gen, dtype=torch.float64)
-    theta = config.init_scale / math.sqrt(max(1.0, d / 10)) * torch.randn(width, d, generator=gen,
-                                                                          dtype=torch.float64)
+    theta = config.init_scale / math.sqrt(max(1.0, d / 10)) * torch.randn(width, d, generator=gen, dtype=torch.float64)
     return TwoLayerNet(a.to(default_device()), theta.to(default_device()), "relu")
 
 
@@ -117,24 +140,39 @@ def _main_point(config: Config, label: str, name: str, params: dict, seed: int) 
     potential = get_potential(name, **params)
 
     def record(net):
-        return {"l1_margin": normalised_margin(net, data.X, data.y, 1),
-                "l2_margin": normalised_margin(net, data.X, data.y, 2),
-                "l3_margin": normalised_margin(net, data.X, data.y, 3),
-                "q_margin": q_margin(net, data.X, data.y, potential),
-                "active": net.active_neurons(config.active_mass)}
+        return {
+            "l1_margin": normalised_margin(net, data.X, data.y, 1),
+            "l2_margin": normalised_margin(net, data.X, data.y, 2),
+            "l3_margin": normalised_margin(net, data.X, data.y, 3),
+            "q_margin": q_margin(net, data.X, data.y, potential),
+            "active": net.active_neurons(config.active_mass),
+        }
 
-    run = mirror_descent(_initial_network(config, config.d, config.m, config.seed + 100 * seed + 1),
-                         data.X, data.y, outer=potential, target_loss=config.target_loss,
-                         max_steps=config.max_steps, n_logs=config.n_logs, record=record)
+    run = mirror_descent(
+        _initial_network(config, config.d, config.m, config.seed + 100 * seed + 1),
+        data.X,
+        data.y,
+        outer=potential,
+        target_loss=config.target_loss,
+        max_steps=config.max_steps,
+        n_logs=config.n_logs,
+        record=record,
+    )
     trajectory = [{"potential": label, "seed": seed, **row} for row in run.history]
     final = trajectory[-1]
-    solution = {"potential": label, "seed": seed, "steps": run.steps, "stopped": run.stopped,
-                "loss": final["loss"], "time": final["time"],
-                **{key: final[key] for key in ("l1_margin", "l2_margin", "l3_margin", "q_margin", "active")},
-                "train_accuracy": _accuracy(run.net, data.X, data.y),
-                "test_accuracy": _accuracy(run.net, data.X_test, data.y_test),
-                "neuron_weights": sorted(_neuron_weights(run.net).tolist(), reverse=True),
-                "parameters": parameters(run.net).tolist()}
+    solution = {
+        "potential": label,
+        "seed": seed,
+        "steps": run.steps,
+        "stopped": run.stopped,
+        "loss": final["loss"],
+        "time": final["time"],
+        **{key: final[key] for key in ("l1_margin", "l2_margin", "l3_margin", "q_margin", "active")},
+        "train_accuracy": _accuracy(run.net, data.X, data.y),
+        "test_accuracy": _accuracy(run.net, data.X_test, data.y_test),
+        "neuron_weights": sorted(_neuron_weights(run.net).tolist(), reverse=True),
+        "parameters": parameters(run.net).tolist(),
+    }
     return {"trajectories": trajectory, "solutions": [solution]}
 
 
@@ -144,37 +182,89 @@ def _balance_point(config: Config, label: str, name: str, params: dict, step: fl
     potential = get_potential(name, **params)
     start = _initial_network(config, config.d, config.m, config.seed + 1)
     initial = balance(start, potential)
-    run = mirror_descent(start, data.X, data.y, outer=potential, step=step, adaptive=False,
-                         max_time=config.balance_time * (1 - 1e-9), max_steps=10**9, n_logs=40,
-                         record=lambda net: {"drift": float((balance(net, potential) - initial).abs().max()),
-                                             "dual": float(potential.dual_potential(net.a)
-                                                           + potential.dual_potential(net.theta))})
-    return {"balance": [{"potential": label, "step": step, "steps": run.steps, "time": run.time,
-                         "loss": run.history[-1]["loss"], "drift": max(r["drift"] for r in run.history),
-                         "dual_potential": run.history[-1]["dual"]}]}
+    run = mirror_descent(
+        start,
+        data.X,
+        data.y,
+        outer=potential,
+        step=step,
+        adaptive=False,
+        max_time=config.balance_time * (1 - 1e-9),
+        max_steps=10**9,
+        n_logs=40,
+        record=lambda net: {
+            "drift": float((balance(net, potential) - initial).abs().max()),
+            "dual": float(potential.dual_potential(net.a) + potential.dual_potential(net.theta)),
+        },
+    )
+    return {
+        "balance": [
+            {
+                "potential": label,
+                "step": step,
+                "steps": run.steps,
+                "time": run.time,
+                "loss": run.history[-1]["loss"],
+                "drift": max(r["drift"] for r in run.history),
+                "dual_potential": run.history[-1]["dual"],
+            }
+        ]
+    }
 
 
 def _sweep_point(config: Config, beta: float | None) -> dict:
     """Hyperbolic entropy with scale ``beta`` (None: gradient descent) to ``sweep_target_loss``."""
     data = _teacher_data(config, config.seed)
     potential = get_potential("euclidean") if beta is None else get_potential("hyperbolic_entropy", beta=beta)
-    run = mirror_descent(_initial_network(config, config.d, config.m, config.seed + 1), data.X, data.y,
-                         outer=potential, target_loss=config.sweep_target_loss, max_steps=config.max_steps,
-                         n_logs=4 * config.n_logs, record=lambda net: {"active": net.active_neurons(config.active_mass)})
-    return {"slow": [{"beta": beta, "steps": run.steps, "stopped": run.stopped, "time": row["time"],
-                      "loss": row["loss"], "active": row["active"], "final": i == len(run.history) - 1,
-                      "parameters": parameters(run.net).tolist() if i == len(run.history) - 1 else None}
-                     for i, row in enumerate(run.history)]}
+    run = mirror_descent(
+        _initial_network(config, config.d, config.m, config.seed + 1),
+        data.X,
+        data.y,
+        outer=potential,
+        target_loss=config.sweep_target_loss,
+        max_steps=config.max_steps,
+        n_logs=4 * config.n_logs,
+        record=lambda net: {"active": net.active_neurons(config.active_mass)},
+    )
+    return {
+        "slow": [
+            {
+                "beta": beta,
+                "steps": run.steps,
+                "stopped": run.stopped,
+                "time": row["time"],
+                "loss": row["loss"],
+                "active": row["active"],
+                "final": i == len(run.history) - 1,
+                "parameters": parameters(run.net).tolist() if i == len(run.history) - 1 else None,
+            }
+            for i, row in enumerate(run.history)
+        ]
+    }
 
 
 def _horizon_point(config: Config, label: str, name: str, params: dict) -> dict:
     data = _teacher_data(config, config.seed)
-    run = mirror_descent(_initial_network(config, config.d, config.m, config.seed + 1), data.X, data.y,
-                         outer=get_potential(name, **params), target_loss=config.target_loss,
-                         max_steps=config.max_steps)
-    return {"horizon": [{"potential": label, "steps": run.steps, "stopped": run.stopped,
-                         "loss": run.history[-1]["loss"], "l3_margin": normalised_margin(run.net, data.X, data.y, 3),
-                         "parameters": parameters(run.net).tolist()}]}
+    run = mirror_descent(
+        _initial_network(config, config.d, config.m, config.seed + 1),
+        data.X,
+        data.y,
+        outer=get_potential(name, **params),
+        target_loss=config.target_loss,
+        max_steps=config.max_steps,
+    )
+    return {
+        "horizon": [
+            {
+                "potential": label,
+                "steps": run.steps,
+                "stopped": run.stopped,
+                "loss": run.history[-1]["loss"],
+                "l3_margin": normalised_margin(run.net, data.X, data.y, 3),
+                "parameters": parameters(run.net).tolist(),
+            }
+        ]
+    }
 
 
 def prune(net: TwoLayerNet, fraction: float, what: str) -> TwoLayerNet:
@@ -200,13 +290,27 @@ def prune(net: TwoLayerNet, fraction: float, what: str) -> TwoLayerNet:
 
 def _digits_point(config: Config, label: str, name: str, params: dict) -> dict:
     data = digits_parity(config.digits_train, seed=config.seed)
-    run = mirror_descent(_initial_network(config, data.X.shape[1], config.digits_width, config.seed + 1),
-                         data.X, data.y, outer=get_potential(name, **params),
-                         target_loss=config.digits_target_loss, max_steps=config.max_steps)
-    rows = [{"potential": label, "pruned": what, "fraction": fraction,
-             "test_accuracy": _accuracy(prune(run.net, fraction, what), data.X_test, data.y_test),
-             "active": run.net.active_neurons(config.active_mass), "steps": run.steps, "loss": run.history[-1]["loss"]}
-            for what in ("neurons", "weights") for fraction in config.prune_fractions]
+    run = mirror_descent(
+        _initial_network(config, data.X.shape[1], config.digits_width, config.seed + 1),
+        data.X,
+        data.y,
+        outer=get_potential(name, **params),
+        target_loss=config.digits_target_loss,
+        max_steps=config.max_steps,
+    )
+    rows = [
+        {
+            "potential": label,
+            "pruned": what,
+            "fraction": fraction,
+            "test_accuracy": _accuracy(prune(run.net, fraction, what), data.X_test, data.y_test),
+            "active": run.net.active_neurons(config.active_mass),
+            "steps": run.steps,
+            "loss": run.history[-1]["loss"],
+        }
+        for what in ("neurons", "weights")
+        for fraction in config.prune_fractions
+    ]
     return {"digits": rows}
 
 
@@ -216,22 +320,37 @@ def _cosine(u: list, v: list) -> float:
 
 
 def _point(config: Config, kind: str, **point) -> dict:
-    return {"main": _main_point, "balance": _balance_point, "sweep": _sweep_point, "horizon": _horizon_point,
-            "digits": _digits_point}[kind](config, **point)
+    return {
+        "main": _main_point,
+        "balance": _balance_point,
+        "sweep": _sweep_point,
+        "horizon": _horizon_point,
+        "digits": _digits_point,
+    }[kind](config, **point)
 
 
 def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
     """All runs of chapter 6 (see the module docstring for the tables)."""
-    points = ([{"kind": "main", "label": lab, "name": nam, "params": par, "seed": s}
-               for s in range(config.seeds) for lab, nam, par in MAIN_POTENTIALS]
-              + [{"kind": "balance", "label": lab, "name": nam, "params": par, "step": step}
-                 for lab, nam, par in MAIN_POTENTIALS for step in config.balance_steps]
-              + [{"kind": "sweep", "beta": beta} for beta in (None, *config.betas)]
-              + [{"kind": "horizon", "label": lab, "name": nam, "params": par} for lab, nam, par in HORIZON_POTENTIALS]
-              + [{"kind": "digits", "label": lab, "name": nam, "params": par} for lab, nam, par in MAIN_POTENTIALS])
-    results = map_points(_point, config, points, experiment="mirror_flow", jobs=jobs, backend=backend)
-    tables = {key: [row for result in results for row in result.get(key, [])]
-              for key in ("trajectories", "solutions", "balance", "slow", "horizon", "digits")}
+    points = (
+        [
+            {"kind": "main", "label": lab, "name": nam, "params": par, "seed": s}
+            for s in range(config.seeds)
+            for lab, nam, par in MAIN_POTENTIALS
+        ]
+        + [
+            {"kind": "balance", "label": lab, "name": nam, "params": par, "step": step}
+            for lab, nam, par in MAIN_POTENTIALS
+            for step in config.balance_steps
+        ]
+        + [{"kind": "sweep", "beta": beta} for beta in (None, *config.betas)]
+        + [{"kind": "horizon", "label": lab, "name": nam, "params": par} for lab, nam, par in HORIZON_POTENTIALS]
+        + [{"kind": "digits", "label": lab, "name": nam, "params": par} for lab, nam, par in MAIN_POTENTIALS]
+    )
+    results = map_points(_point, config, points, experiment="mirror_flow", version=VERSION, jobs=jobs, backend=backend)
+    tables = {
+        key: [row for result in results for row in result.get(key, [])]
+        for key in ("trajectories", "solutions", "balance", "slow", "horizon", "digits")
+    }
     tables["cosines"] = _cosines(tables["solutions"], tables["horizon"])
     tables["sparsification"] = _sparsification(tables["slow"], config.sparse_factor)
     for key in ("solutions", "slow", "horizon"):
@@ -243,120 +362,39 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
 def _cosines(solutions: list[dict], horizon: list[dict]) -> list[dict]:
     """Cosine between the final parameter directions of every pair of runs from the same initialisation."""
     rows = []
-    groups = [(f"seed {s}", [r for r in solutions if r["seed"] == s]) for s in sorted({r["seed"] for r in solutions})]
-    groups.append(("horizon", horizon))
-    for group, runs in groups:
+    groups = {f"seed {s}": runs for s, runs in group(solutions, "seed", sort=True).items()}
+    groups["horizon"] = horizon
+    for name, runs in groups.items():
         for i, first in enumerate(runs):
-            for second in runs[i + 1:]:
-                rows.append({"group": group, "first": first["potential"], "second": second["potential"],
-                             "cosine": _cosine(first["parameters"], second["parameters"])})
+            for second in runs[i + 1 :]:
+                rows.append(
+                    {
+                        "group": name,
+                        "first": first["potential"],
+                        "second": second["potential"],
+                        "cosine": _cosine(first["parameters"], second["parameters"]),
+                    }
+                )
     return rows
 
 
 def _sparsification(slow: list[dict], sparse_factor: float) -> list[dict]:
     """Per β: the first logged flow time with at most ``sparse_factor`` × (sparsest final count) active neurons."""
-    finals = {r["beta"]: r for r in slow if r["final"]}
+    finals = index(where(slow, final=True), "beta")
     target = math.floor(sparse_factor * min(r["active"] for b, r in finals.items() if b is not None))
     gd = finals[None]
     rows = []
     for beta, final in finals.items():
-        reached = [r["time"] for r in slow if r["beta"] == beta and r["active"] <= target]
-        rows.append({"beta": beta, "target_active": target, "time_to_sparse": min(reached) if reached else math.inf,
-                     "final_time": final["time"], "final_active": final["active"], "final_loss": final["loss"],
-                     "cosine_with_gd": _cosine(final["parameters"], gd["parameters"])})
+        reached = column(where(slow, lambda r: r["active"] <= target, beta=beta), "time")
+        rows.append(
+            {
+                "beta": beta,
+                "target_active": target,
+                "time_to_sparse": min(reached) if reached else math.inf,
+                "final_time": final["time"],
+                "final_active": final["active"],
+                "final_loss": final["loss"],
+                "cosine_with_gd": _cosine(final["parameters"], gd["parameters"]),
+            }
+        )
     return rows
-
-
-def plot_margins(tables: dict) -> Figure:
-    """ℓ2, ℓ1 and ℓ3 normalised margins along training (seed 0), one line per potential."""
-    rows = [r for r in tables["trajectories"] if r["seed"] == 0]
-    fig, axes = new_figure(ncols=3, height=3.0)
-    with book_style():
-        for ax, key, title in zip(axes, ("l2_margin", "l1_margin", "l3_margin"),
-                                  (r"$\ell_2$ margin", r"$\ell_1$ margin", r"$\ell_3$ margin")):
-            for label, _, _ in MAIN_POTENTIALS:
-                sel = [r for r in rows if r["potential"] == label and r["time"] > 0]
-                ax.plot([r["time"] for r in sel], [max(r[key], 0.0) for r in sel], color=COLOUR[label], label=label)
-            top = max(r[key] for r in rows)
-            ax.set(xscale="log", xlabel="flow time $t$", title=title, ylim=(0, 1.1 * top),
-                   xlim=(0.1, max(r["time"] for r in rows)))
-        finish_panels(fig, axes, "normalised margin", legend_ncol=3)
-    return fig
-
-
-def plot_neurons(tables: dict) -> Figure:
-    """Sorted per-neuron weights |a_j| ‖θ_j‖ / max at the end of training (every seed)."""
-    fig, axes = new_figure(height=3.2)
-    ax = axes[0]
-    with book_style():
-        for label, _, _ in MAIN_POTENTIALS:
-            for r in (r for r in tables["solutions"] if r["potential"] == label):
-                w = np.asarray(r["neuron_weights"])
-                ax.plot(np.arange(1, len(w) + 1), w / w[0], color=COLOUR[label], marker=".", ms=4, lw=1,
-                        label=f"{label} ({r['active']} active)" if r["seed"] == 0 else None)
-        ax.set(yscale="log", xlabel="neuron (sorted by weight)", ylim=(1e-8, 2))
-        finish_panels(fig, axes, r"$|a_j|\,\|\theta_j\|$ / largest", legend_ncol=3)
-    return fig
-
-
-def plot_balance(tables: dict) -> Figure:
-    """Largest drift of the balance quantity against the step size (log-log), slope-1 guide."""
-    fig, axes = new_figure(height=3.2)
-    ax = axes[0]
-    with book_style():
-        for label, _, _ in MAIN_POTENTIALS:
-            sel = sorted((r for r in tables["balance"] if r["potential"] == label), key=lambda r: r["step"])
-            ax.plot([r["step"] for r in sel], [r["drift"] for r in sel], "o-", color=COLOUR[label], label=label)
-        steps = np.array(sorted({r["step"] for r in tables["balance"]}))
-        ref = max(r["drift"] for r in tables["balance"]) / steps.max()
-        ax.plot(steps, ref * steps * 1.5, "--", color=PALETTE["black"], lw=1, label=r"$\propto \eta$")
-        ax.set(xscale="log", yscale="log", xlabel=r"step size $\eta$")
-        ax.set_xticks(steps, [f"{s:g}" for s in steps])
-        finish_panels(fig, axes, r"$\max_{j,t} |B_j(t) - B_j(0)|$", legend_ncol=4)
-    return fig
-
-
-def plot_slow(tables: dict) -> Figure:
-    """Hyperbolic entropy: flow time to a sparse solution, final active neurons and cosine with GD, against β."""
-    rows = sorted((r for r in tables["sparsification"] if r["beta"] is not None), key=lambda r: r["beta"])
-    fig, axes = new_figure(ncols=2, height=3.2)
-    with book_style():
-        ax = axes[0]
-        reached = [r for r in rows if math.isfinite(r["time_to_sparse"])]
-        censored = [r for r in rows if not math.isfinite(r["time_to_sparse"])]
-        ax.plot([r["beta"] for r in reached], [r["time_to_sparse"] for r in reached], "o-",
-                color=COLOUR["hyperbolic entropy"], label="reached")
-        ax.plot([r["beta"] for r in censored], [r["final_time"] for r in censored], "^", mfc="none",
-                color=COLOUR["hyperbolic entropy"], label="not reached by the end (time shown)")
-        ax.set(xscale="log", yscale="log", xlabel=r"scale $\beta$",
-               title=f"time to $\\leq${rows[0]['target_active']} active neurons")
-        ax.set_ylabel("flow time $t$")
-        ax.legend(loc="upper left")
-        ax = axes[1]
-        ax.plot([r["beta"] for r in rows], [r["cosine_with_gd"] for r in rows], "s-", color=COLOUR["gradient descent"],
-                label="cosine with GD's direction")
-        ax.set(xscale="log", xlabel=r"scale $\beta$", ylim=(0, 1.05), title="final direction")
-        twin = ax.twinx()
-        twin.plot([r["beta"] for r in rows], [r["final_active"] for r in rows], "o--",
-                  color=COLOUR["hyperbolic entropy"], label="active neurons (right axis)")
-        twin.set_ylim(0, 1.1 * max(r["final_active"] for r in tables["sparsification"]))
-        twin.grid(False)
-        handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
-        ax.legend(handles=handles, loc="lower right")
-        no_minor_labels(*axes)
-    return fig
-
-
-def plot_digits(tables: dict) -> Figure:
-    """Digits (even vs odd): test accuracy against the fraction of neurons / weights pruned by magnitude."""
-    fig, axes = new_figure(ncols=2, height=3.2)
-    with book_style():
-        for ax, what in zip(axes, ("neurons", "weights")):
-            for label, _, _ in MAIN_POTENTIALS:
-                sel = [r for r in tables["digits"] if r["potential"] == label and r["pruned"] == what]
-                ax.plot([r["fraction"] for r in sel], [r["test_accuracy"] for r in sel], "o-", ms=4,
-                        color=COLOUR[label], label=label)
-            ax.axhline(0.5, color=PALETTE["black"], lw=0.8, ls=":")
-            ax.set(xlabel=f"fraction of {what} pruned", title=f"pruning {what}", ylim=(0.4, 1.0))
-        finish_panels(fig, axes, "test accuracy", legend_ncol=3)
-    return fig

@@ -18,8 +18,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
-from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
 from scipy.stats import spearmanr
 
 from .. import flattest_outer_weights, get_activation
@@ -29,8 +27,12 @@ from ..flattest import feature_matrix
 from ..interpolators import directions_with_alignment
 from ..search import interpolator_report
 from ..stats import mean_interval
-from ..style import PALETTE, book_style, legend_below, new_figure
+from ..tables import column, geomean, group, where
 from .runner import map_points
+
+CHAPTER = "book/05-experiments.md"
+#: bump when the results change meaning without a change in the package's computing code
+VERSION = 1
 
 #: setting name → (teacher kind, link, network activation)
 SETTINGS = {
@@ -64,11 +66,26 @@ class Config:
 
 
 CONFIGS = {
-    "smoke": Config(settings=("single-index, ReLU", "sum of single-index, quadratic"), d=8, n=20,
-                    rhos=(0.0, 0.5, 0.9), seeds=2, n_test=2_000, noise_sweep=(0.0, 1.0), width_sweep=(4.0,)),
+    "smoke": Config(
+        settings=("single-index, ReLU", "sum of single-index, quadratic"),
+        d=8,
+        n=20,
+        rhos=(0.0, 0.5, 0.9),
+        seeds=2,
+        n_test=2_000,
+        noise_sweep=(0.0, 1.0),
+        width_sweep=(4.0,),
+    ),
     "book": Config(),
-    "paper": Config(d=50, n=1000, rhos=tuple(np.round(np.linspace(0, 0.95, 20), 3)), seeds=10, n_test=200_000,
-                    noise_sweep=(0.0, 0.1, 0.3, 0.5, 1.0), width_sweep=(1.5, 2.0, 4.0, 8.0, 16.0)),
+    "paper": Config(
+        d=50,
+        n=1000,
+        rhos=tuple(np.round(np.linspace(0, 0.95, 20), 3)),
+        seeds=10,
+        n_test=200_000,
+        noise_sweep=(0.0, 0.1, 0.3, 0.5, 1.0),
+        width_sweep=(1.5, 2.0, 4.0, 8.0, 16.0),
+    ),
 }
 
 
@@ -91,8 +108,14 @@ def _point(config: Config, setting: str, seed: int) -> list[dict]:
     for i, rho in enumerate(config.rhos):
         directions = directions_with_alignment(teacher.theta_star, m, float(rho), seed=seed + i + 1)
         singular = torch.linalg.svdvals(feature_matrix(directions, X, activation))
-        row = {"setting": setting, "seed": seed, "rho": float(rho), "noise_std": config.noise_std,
-               "width_ratio": config.width_ratio, "condition_number": float(singular[0] / singular[-1])}
+        row = {
+            "setting": setting,
+            "seed": seed,
+            "rho": float(rho),
+            "noise_std": config.noise_std,
+            "width_ratio": config.width_ratio,
+            "condition_number": float(singular[0] / singular[-1]),
+        }
         try:
             solution = flattest_outer_weights(directions, X, y, activation)
         except InfeasibleInterpolationError:  # Φ numerically rank deficient: no interpolator to compare
@@ -105,8 +128,9 @@ def _point(config: Config, setting: str, seed: int) -> list[dict]:
 
 def _sweep(config: Config, jobs, backend, label) -> list[dict]:
     points = [{"setting": s, "seed": config.seed + 100 * i} for s in config.settings for i in range(config.seeds)]
-    results = map_points(_point, config, points, experiment="paper_experiments", jobs=jobs, backend=backend,
-                         desc=label)
+    results = map_points(
+        _point, config, points, experiment="paper_experiments", version=VERSION, jobs=jobs, backend=backend, desc=label
+    )
     return [row for rows in results for row in rows]
 
 
@@ -116,87 +140,46 @@ def correlations(rows: list[dict], key: str = "setting") -> list[dict]:
     Points whose feature matrix is numerically rank deficient (no interpolator) are left out and counted.
     """
     out = []
-    for value in dict.fromkeys(r[key] for r in rows):
+    for value, members in group(rows, key).items():
         per_seed = []
-        for seed in dict.fromkeys(r["seed"] for r in rows if r[key] == value):
-            sel = [r for r in rows if r[key] == value and r["seed"] == seed and r["interpolable"]]
-            per_seed.append(float(spearmanr([r["upsilon"] for r in sel], [r["population_loss"] for r in sel])[0]))
+        for seed_rows in group(members, "seed").values():
+            sel = where(seed_rows, interpolable=True)
+            per_seed.append(float(spearmanr(column(sel, "upsilon"), column(sel, "population_loss"))[0]))
         mean, low, high = mean_interval(per_seed)
         low, high = max(low, -1.0), min(high, 1.0)  # a correlation lies in [-1, 1]
-        conditions = [r["condition_number"] for r in rows if r[key] == value]
-        out.append({key: value, "spearman": mean, "low": low, "high": high,
-                    "condition_number": float(np.exp(np.mean(np.log(conditions)))),
-                    "not_interpolable": sum(not r["interpolable"] for r in rows if r[key] == value)})
+        out.append(
+            {
+                key: value,
+                "spearman": mean,
+                "low": low,
+                "high": high,
+                "condition_number": geomean(column(members, "condition_number")),
+                "not_interpolable": len(where(members, interpolable=False)),
+            }
+        )
     return out
 
 
 def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
     """The paper's settings, then the noise and width sweeps on ``config.sweep_setting``."""
     points = _sweep(config, jobs, backend, "settings")
-    noise_rows = [row for tau in config.noise_sweep
-                  for row in _sweep(replace(config, settings=(config.sweep_setting,), noise_std=tau),
-                                    jobs, backend, f"noise {tau:g}")]
-    width_rows = [row for ratio in config.width_sweep
-                  for row in _sweep(replace(config, settings=(config.sweep_setting,), width_ratio=ratio),
-                                    jobs, backend, f"m/n {ratio:g}")]
-    return {"points": points, "correlations": correlations(points),
-            "noise": correlations(noise_rows, "noise_std"), "width": correlations(width_rows, "width_ratio")}
-
-
-def plot_loss_vs_flatness(tables: dict) -> Figure:
-    """Population loss against Υ, one panel per setting, colour = alignment ρ*."""
-    settings = [c["setting"] for c in tables["correlations"]]
-    ncols = min(4, len(settings))
-    nrows = -(-len(settings) // ncols)
-    fig, axes = new_figure(ncols=ncols, nrows=nrows, height=2.3 * nrows + 0.6)
-    with book_style():
-        for ax, corr in zip(axes, tables["correlations"]):
-            sel = [r for r in tables["points"] if r["setting"] == corr["setting"] and r["interpolable"]]
-            scatter = ax.scatter([r["upsilon"] for r in sel], [r["population_loss"] for r in sel],
-                                 c=[r["rho"] for r in sel], cmap="viridis", vmin=0, vmax=1, s=14)
-            ax.set(xscale="log", yscale="log")
-            ax.xaxis.set_minor_formatter(NullFormatter())  # minor x labels collide at this panel width
-            ax.set_title(corr["setting"].replace(", ", "\n", 1) + f"\nSpearman {corr['spearman']:.2f}", fontsize=7)
-            ax.tick_params(labelsize=7)
-        for ax in axes[len(settings):]:
-            ax.set_visible(False)
-        fig.supxlabel(r"$\Upsilon$ of the flattest outer weights", fontsize=9)
-        fig.supylabel("population loss $F(w)$", fontsize=9)
-        fig.colorbar(scatter, ax=list(axes[:len(settings)]), label=r"alignment $\rho^\star$", shrink=0.8)
-    return fig
-
-
-def plot_correlations(tables: dict) -> Figure:
-    """Spearman correlation of Υ and population loss per setting, with 95 % intervals across seeds."""
-    corr = tables["correlations"]
-    fig, axes = new_figure(height=0.32 * len(corr) + 1.0)
-    ax = axes[0]
-    with book_style():
-        ys = np.arange(len(corr))[::-1]
-        for y_pos, c in zip(ys, corr):
-            ax.errorbar(c["spearman"], y_pos, xerr=[[c["spearman"] - c["low"]], [c["high"] - c["spearman"]]],
-                        fmt="o", color=PALETTE["blue"], capsize=3)
-        ax.set_yticks(ys, [c["setting"] for c in corr], fontsize=8)
-        ax.axvline(0, color="0.5", lw=0.8)
-        ax.set(xlabel=r"Spearman correlation of $\Upsilon$ and $F(w)$ across $\rho^\star$", xlim=(-1.05, 1.05))
-    return fig
-
-
-def plot_beyond(tables: dict) -> Figure:
-    """The correlation as the label noise grows, and as the width ratio m/n grows."""
-    fig, axes = new_figure(ncols=2, height=2.8, sharey=True)
-    with book_style():
-        for ax, key, label in ((axes[0], "noise", r"label noise $\tau$"), (axes[1], "width", r"width ratio $m/n$")):
-            rows = tables[key]
-            field = "noise_std" if key == "noise" else "width_ratio"
-            xs = [r[field] for r in rows]
-            ax.errorbar(xs, [r["spearman"] for r in rows],
-                        yerr=[[r["spearman"] - r["low"] for r in rows], [r["high"] - r["spearman"] for r in rows]],
-                        fmt="o-", color=PALETTE["blue"], capsize=3, label="Spearman, 95 % interval")
-            ax.set(xlabel=label, ylim=(-1.05, 1.05))
-            ax.axhline(0, color="0.5", lw=0.8)
-        axes[0].set_ylabel(r"Spearman($\Upsilon$, $F$)")
-        legend_below(fig, axes, ncol=1)
-    return fig
-
-
+    noise_rows = [
+        row
+        for tau in config.noise_sweep
+        for row in _sweep(
+            replace(config, settings=(config.sweep_setting,), noise_std=tau), jobs, backend, f"noise {tau:g}"
+        )
+    ]
+    width_rows = [
+        row
+        for ratio in config.width_sweep
+        for row in _sweep(
+            replace(config, settings=(config.sweep_setting,), width_ratio=ratio), jobs, backend, f"m/n {ratio:g}"
+        )
+    ]
+    return {
+        "points": points,
+        "correlations": correlations(points),
+        "noise": correlations(noise_rows, "noise_std"),
+        "width": correlations(width_rows, "width_ratio"),
+    }

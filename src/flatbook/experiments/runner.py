@@ -7,9 +7,16 @@ cached yet and stores each result the moment it is done, so a re-run is
 instant and an interrupted sweep resumes where it stopped.
 
 - Cache: one JSON file per point under ``$FLATBOOK_CACHE`` (default
-  ``~/.cache/flatbook``), keyed by the experiment, the full config, the point
-  and a fingerprint of the package's source, so any code change invalidates it.
-  ``FLATBOOK_CACHE=off`` disables it.
+  ``~/.cache/flatbook``), keyed by the experiment, its ``VERSION``, the full
+  config, the point and a fingerprint of the package's *computing* code
+  (:func:`computing_sources`: every module except the drawing in
+  ``flatbook/figures/`` and the command line), so an edit of anything that can
+  change a result invalidates it, and an edit of a plot, a colour or the style
+  keeps it.  ``VERSION`` (an integer in each experiment module) is for what the
+  fingerprint cannot see: bump it when the results change meaning without a
+  change in this package's code (a solver or library upgrade that changes the
+  numbers, a changed reading of a field), and every point of that experiment is
+  computed again.  ``FLATBOOK_CACHE=off`` disables the cache.
 - Parallel: ``jobs`` processes (joblib, loky); ``FLATBOOK_JOBS`` sets the
   default (1).  ``backend="dask"`` (or ``FLATBOOK_BACKEND=dask``) runs the same
   points on a ``dask.distributed`` cluster through joblib's Dask backend: start
@@ -43,12 +50,21 @@ def cache_report() -> str:
     return f"{computed} configuration points computed, {cached} read from the cache{where}"
 
 
-@functools.lru_cache(maxsize=1)
-def code_fingerprint() -> str:
-    """SHA-256 of every .py file of the flatbook package (sorted by path)."""
-    root = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parent.parent
+#: parts of the package that only draw or parse the command line: never part of the cache key
+NOT_COMPUTING = ("figures", "cli.py", "__main__.py")
+
+
+def computing_sources(root: Path = PACKAGE) -> list[Path]:
+    """The package's .py files that can change a computed point: all but :data:`NOT_COMPUTING`, sorted."""
+    return sorted(path for path in root.rglob("*.py") if path.relative_to(root).parts[0] not in NOT_COMPUTING)
+
+
+@functools.lru_cache(maxsize=4)
+def code_fingerprint(root: Path = PACKAGE) -> str:
+    """SHA-256 of the package's computing code (:func:`computing_sources`, paths and contents)."""
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    for path in computing_sources(root):
         digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -62,10 +78,19 @@ def cache_dir() -> Path | None:
     return Path(setting).expanduser() if setting else Path.home() / ".cache" / "flatbook"
 
 
-def point_key(experiment: str, config, point: dict) -> str:
-    """A stable key for one point: experiment, config, point and code fingerprint."""
-    payload = json.dumps({"experiment": experiment, "config": dataclasses.asdict(config), "point": point,
-                          "code": code_fingerprint()}, sort_keys=True, default=str)
+def point_key(experiment: str, config, point: dict, version: int = 0) -> str:
+    """A stable key for one point: experiment, its version, config, point and computing-code fingerprint."""
+    payload = json.dumps(
+        {
+            "experiment": experiment,
+            "version": version,
+            "config": dataclasses.asdict(config),
+            "point": point,
+            "code": code_fingerprint(),
+        },
+        sort_keys=True,
+        default=str,
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
@@ -94,10 +119,20 @@ def _default_jobs() -> int:
     return jobs
 
 
-def map_points(function, config, points: list[dict], *, experiment: str, jobs: int | None = None,
-               backend: str | None = None, desc: str | None = None) -> list:
+def map_points(
+    function,
+    config,
+    points: list[dict],
+    *,
+    experiment: str,
+    version: int = 0,
+    jobs: int | None = None,
+    backend: str | None = None,
+    desc: str | None = None,
+) -> list:
     """``[function(config, **point) for point in points]``, cached per point, in parallel if asked.
 
+    ``experiment`` names the cache folder; ``version`` is the experiment's ``VERSION`` (part of the key).
     Results come back in the order of ``points``.
     """
     backend = backend or os.environ.get("FLATBOOK_BACKEND", "loky").strip() or "loky"
@@ -105,8 +140,10 @@ def map_points(function, config, points: list[dict], *, experiment: str, jobs: i
         raise FlatbookInputError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}.")
     jobs = _default_jobs() if jobs is None else jobs
     directory = cache_dir()
-    paths = [directory / experiment / f"{point_key(experiment, config, p)}.json" if directory else None
-             for p in points]
+    paths = [
+        directory / experiment / f"{point_key(experiment, config, p, version)}.json" if directory else None
+        for p in points
+    ]
     results = [_load(path) if path is not None and path.exists() else None for path in paths]
     todo = [i for i, result in enumerate(results) if result is None]
     _COUNTS["cached"] += len(points) - len(todo)
@@ -139,12 +176,14 @@ def map_points(function, config, points: list[dict], *, experiment: str, jobs: i
                 ) from exc
             context = joblib.parallel_config(backend="dask")
         else:
-            context = joblib.parallel_config(backend="loky", n_jobs=jobs,
-                                             inner_max_num_threads=max(1, (os.cpu_count() or 1) // jobs))
+            context = joblib.parallel_config(
+                backend="loky", n_jobs=jobs, inner_max_num_threads=max(1, (os.cpu_count() or 1) // jobs)
+            )
         with context:
             outputs = joblib.Parallel(n_jobs=jobs if backend == "loky" else -1, return_as="generator")(
-                joblib.delayed(function)(config, **points[i]) for i in todo)
-            for i, result in zip(todo, outputs):
+                joblib.delayed(function)(config, **points[i]) for i in todo
+            )
+            for i, result in zip(todo, outputs, strict=True):
                 finish(i, result)
     bar.close()
     return results

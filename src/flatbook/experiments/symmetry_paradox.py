@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from matplotlib.figure import Figure
 
 from .. import (
     flattest_outer_weights,
@@ -31,14 +30,11 @@ from .. import (
 from ..data import population_loss, single_index
 from ..flatness import trace_coefficients
 from ..interpolators import orthogonal_directions, teacher_and_random_directions
-from ..style import (
-    DISPLAY_NAME,
-    ROLE,
-    book_style,
-    finish_panels,
-    new_figure,
-)
 from .runner import map_points
+
+CHAPTER = "book/01-symmetry-paradox.md"
+#: bump when the results change meaning without a change in the package's computing code
+VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -67,10 +63,12 @@ CONFIGS = {
 def _interpolator_row(kind, activation, net, X, y, teacher, config, rng_seed):
     alpha = optimal_rescaling(net, X, y)
     flattest = net.rescale(alpha)
-    fresh = torch.randn(config.n_fresh, config.d, generator=torch.Generator().manual_seed(rng_seed),
-                        dtype=X.dtype).to(X.device)
-    shuffled = net.rescale(torch.exp(3 * torch.randn(net.width, generator=torch.Generator().manual_seed(rng_seed),
-                                                     dtype=X.dtype)).to(X.device))
+
+    def seeded():  # a fresh generator per draw: both draws start from rng_seed
+        return torch.Generator().manual_seed(rng_seed)
+
+    fresh = torch.randn(config.n_fresh, config.d, generator=seeded(), dtype=X.dtype).to(X.device)
+    shuffled = net.rescale(torch.exp(3 * torch.randn(net.width, generator=seeded(), dtype=X.dtype)).to(X.device))
     loss = population_loss(net, teacher, n_test=config.n_test, seed=rng_seed + 1)
     return {
         "activation": activation.name,
@@ -97,12 +95,26 @@ def _curve_rows(activation, net, X, y, alphas):
     for alpha in alphas:
         one = torch.ones(net.width, dtype=X.dtype, device=X.device)
         one[j] = alpha
-        formula_one = float((A + B).sum() - A[j] - B[j] + A[j] * alpha ** (2 * c) + B[j] * alpha ** -2.0)
-        formula_all = float((A * alpha ** (2 * c) + B * alpha ** -2.0).sum())
-        rows.append({"activation": activation.name, "curve": "one neuron", "alpha": float(alpha),
-                     "trace": hessian_trace(net.rescale(one), X, y), "formula": formula_one})
-        rows.append({"activation": activation.name, "curve": "all neurons", "alpha": float(alpha),
-                     "trace": hessian_trace(net.rescale(alpha), X, y), "formula": formula_all})
+        formula_one = float((A + B).sum() - A[j] - B[j] + A[j] * alpha ** (2 * c) + B[j] * alpha**-2.0)
+        formula_all = float((A * alpha ** (2 * c) + B * alpha**-2.0).sum())
+        rows.append(
+            {
+                "activation": activation.name,
+                "curve": "one neuron",
+                "alpha": float(alpha),
+                "trace": hessian_trace(net.rescale(one), X, y),
+                "formula": formula_one,
+            }
+        )
+        rows.append(
+            {
+                "activation": activation.name,
+                "curve": "all neurons",
+                "alpha": float(alpha),
+                "trace": hessian_trace(net.rescale(alpha), X, y),
+                "formula": formula_all,
+            }
+        )
     return rows
 
 
@@ -128,49 +140,7 @@ def _activation_point(config: Config, name: str, index: int) -> dict:
 def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
     """Build good and bad interpolators per activation; measure losses, traces and Υ."""
     points = [{"name": name, "index": i} for i, name in enumerate(config.activations)]
-    results = map_points(_activation_point, config, points, experiment="symmetry_paradox", jobs=jobs,
-                         backend=backend)
+    results = map_points(
+        _activation_point, config, points, experiment="symmetry_paradox", version=VERSION, jobs=jobs, backend=backend
+    )
     return {key: [row for result in results for row in result[key]] for key in ("interpolators", "curves")}
-
-
-def plot_orbit_curves(tables: dict) -> Figure:
-    """Trace against α (log-log) for one neuron and for all neurons, minimum Υ marked."""
-    curves = tables["curves"]
-    names = list(dict.fromkeys(row["activation"] for row in curves))
-    fig, axes = new_figure(ncols=len(names), height=3.6)
-    with book_style():
-        for ax, name in zip(axes, names):
-            for curve, colour, marker in (("one neuron", ROLE["good"], "o"), ("all neurons", ROLE["bad"], "s")):
-                rows = [r for r in curves if r["activation"] == name and r["curve"] == curve]
-                alpha = [r["alpha"] for r in rows]
-                ax.plot(alpha, [r["formula"] for r in rows], color=colour, label=f"{curve}: $A\\alpha^{{2c}}+B\\alpha^{{-2}}$")
-                ax.plot(alpha[::4], [r["trace"] for r in rows][::4], marker, color=colour, mfc="none",
-                        ms=5, label=f"{curve}: exact trace")
-            upsilon = min(r["formula"] for r in curves if r["activation"] == name)
-            ax.plot([1.0], [upsilon], "*", color=ROLE["bound"], ms=11, label=r"$\Upsilon$ (closed form)")
-            ax.set(xscale="log", yscale="log", xlabel=r"rescaling $\alpha$", title=DISPLAY_NAME[name])
-        finish_panels(fig, axes, r"$\mathrm{Tr}\,\nabla^2 F_S$", legend_ncol=3)
-    return fig
-
-
-def plot_paradox(tables: dict) -> Figure:
-    """Population loss against flatness: every orbit covers [Υ, ∞); only Υ tells good from bad."""
-    rows = tables["interpolators"]
-    names = list(dict.fromkeys(row["activation"] for row in rows))
-    fig, axes = new_figure(ncols=len(names), height=3.4)
-    with book_style():
-        for ax, name in zip(axes, names):
-            sel = [r for r in rows if r["activation"] == name]
-            right = 30 * max(r["trace_sharpened"] for r in sel)
-            for r in sel:
-                colour = ROLE[r["interpolator"]]
-                ax.annotate("", xy=(right, r["population_loss"]), xytext=(r["upsilon"], r["population_loss"]),
-                            arrowprops={"arrowstyle": "->", "color": colour, "lw": 1.4})
-                ax.plot([r["upsilon"]], [r["population_loss"]], "|", color=colour, ms=14, mew=2.5,
-                        label=f"{r['interpolator']}: orbit, $\\Upsilon$ at the left end")
-                ax.plot([r["trace_sharpened"]], [r["population_loss"]], "o", color=colour, mfc="none",
-                        label=f"{r['interpolator']}: sharpened")
-            ax.set(xscale="log", yscale="log", xlabel=r"$\mathrm{Tr}\,\nabla^2F_S$ over the symmetry orbit",
-                   title=DISPLAY_NAME[name], xlim=(0.3 * min(r["upsilon"] for r in sel), right * 1.5))
-        finish_panels(fig, axes, "population loss $F(w)$", legend_ncol=2)
-    return fig

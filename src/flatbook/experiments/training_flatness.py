@@ -23,7 +23,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-from matplotlib.figure import Figure
 
 from .. import flattest_outer_weights, hessian_trace, min_flatness
 from ..backend import default_device
@@ -35,16 +34,13 @@ from ..interpolators import orthogonal_directions, random_directions
 from ..mirror import get_potential
 from ..network import TwoLayerNet
 from ..search import dictionary_search, direct_search, interpolator_report
-from ..style import (
-    PALETTE,
-    ROLE,
-    book_style,
-    finish_panels,
-    new_figure,
-    no_minor_labels,
-)
+from ..tables import column, where
 from ..training import mirror_descent
 from .runner import map_points
+
+CHAPTER = "book/07-training.md"
+#: bump when the results change meaning without a change in the package's computing code
+VERSION = 1
 
 #: label → (initialisation, training keyword arguments); "small"/"large" name the config's init scales
 METHODS = {
@@ -55,8 +51,6 @@ METHODS = {
     "mirror, hyperbolic entropy": ("small", {"outer": ("hyperbolic_entropy", {"beta": 0.1})}),
     "mirror, p = 3": ("small", {"outer": ("p_norm", {"p": 3.0, "beta": 0.1})}),
 }
-COLOUR = dict(zip(METHODS, (PALETTE["blue"], PALETTE["sky"], PALETTE["green"], PALETTE["orange"],
-                            PALETTE["vermillion"], PALETTE["purple"])))
 
 
 @dataclass(frozen=True)
@@ -89,13 +83,38 @@ class Config:
 
 
 CONFIGS = {
-    "smoke": Config(d=5, n=12, seeds=1, init_scales=(0.1, 3.0), step_sizes=(0.2,), perturbed_steps=300,
-                    max_steps=3_000, n_logs=8, dictionary_size=40, search_steps=1, n_test=2_000, solver_n=8, solver_m=20, solver_steps=2_000,
-                    solver_betas=(1e-2, 1e-6)),
+    "smoke": Config(
+        d=5,
+        n=12,
+        seeds=1,
+        init_scales=(0.1, 3.0),
+        step_sizes=(0.2,),
+        perturbed_steps=300,
+        max_steps=3_000,
+        n_logs=8,
+        dictionary_size=40,
+        search_steps=1,
+        n_test=2_000,
+        solver_n=8,
+        solver_m=20,
+        solver_steps=2_000,
+        solver_betas=(1e-2, 1e-6),
+    ),
     "book": Config(),
-    "paper": Config(d=20, n=200, seeds=5, init_scales=(0.03, 0.1, 0.3, 1.0, 3.0, 10.0), perturbed_steps=20_000,
-                    max_steps=200_000, dictionary_size=4_000, search_steps=20, n_test=500_000, solver_n=100,
-                    solver_m=300, solver_steps=200_000),
+    "paper": Config(
+        d=20,
+        n=200,
+        seeds=5,
+        init_scales=(0.03, 0.1, 0.3, 1.0, 3.0, 10.0),
+        perturbed_steps=20_000,
+        max_steps=200_000,
+        dictionary_size=4_000,
+        search_steps=20,
+        n_test=500_000,
+        solver_n=100,
+        solver_m=300,
+        solver_steps=200_000,
+    ),
 }
 
 
@@ -115,7 +134,8 @@ def initial_network(config: Config, scale: float, seed: int) -> TwoLayerNet:
 
 
 def upsilon_of_function(net: TwoLayerNet, X) -> float:
-    """Υ of the function the network computes now: the orbit minimum of (2/n) Σ_i ‖∇_w h(w, x_i)‖² (eq. ``eq-upsilon-gn``)."""
+    """Υ of the function the network computes now: the orbit minimum of (2/n) Σ_i ‖∇_w h(w, x_i)‖²
+    (eq. ``eq-upsilon-gn``)."""
     return min_flatness(net, X, net(X))
 
 
@@ -127,29 +147,61 @@ def _train(config: Config, label: str, scale: float, seed: int, step: float | No
     potential = get_potential(outer[0], **outer[1]) if isinstance(outer, tuple) else get_potential(outer)
     kwargs = {} if step is None else {"adaptive": False, "step": step}
     if options.get("sam") or options.get("label_noise"):
-        kwargs = {"adaptive": False, "step": config.fixed_step, "perturbed_steps": config.perturbed_steps,
-                  "sam_radius": config.sam_radius if options.get("sam") else 0.0,
-                  "label_noise": config.label_noise if options.get("label_noise") else 0.0, "seed": seed + 7}
+        kwargs = {
+            "adaptive": False,
+            "step": config.fixed_step,
+            "perturbed_steps": config.perturbed_steps,
+            "sam_radius": config.sam_radius if options.get("sam") else 0.0,
+            "label_noise": config.label_noise if options.get("label_noise") else 0.0,
+            "seed": seed + 7,
+        }
 
     def record(net):
-        return {"upsilon": upsilon_of_function(net, X), "trace": hessian_trace(net, X, y),
-                "alignment": net.weighted_alignment(teacher.theta_star)}
+        return {
+            "upsilon": upsilon_of_function(net, X),
+            "trace": hessian_trace(net, X, y),
+            "alignment": net.weighted_alignment(teacher.theta_star),
+        }
 
-    run = mirror_descent(initial_network(config, scale, seed + 1), X, y, loss="square", outer=potential,
-                         target_loss=config.target_loss, max_steps=config.max_steps, n_logs=config.n_logs,
-                         record=record, **kwargs)
+    run = mirror_descent(
+        initial_network(config, scale, seed + 1),
+        X,
+        y,
+        loss="square",
+        outer=potential,
+        target_loss=config.target_loss,
+        max_steps=config.max_steps,
+        n_logs=config.n_logs,
+        record=record,
+        **kwargs,
+    )
     net = run.net
     try:  # the flattest outer weights for the trained network's own directions
         own = flattest_outer_weights(net.directions(), X, y, "relu")
-        own_row = {"own_upsilon": own.flatness, "own_alignment": own.net.weighted_alignment(teacher.theta_star),
-                   "own_support": own.support_size}
+        own_row = {
+            "own_upsilon": own.flatness,
+            "own_alignment": own.net.weighted_alignment(teacher.theta_star),
+            "own_support": own.support_size,
+        }
     except InfeasibleInterpolationError:  # its directions span fewer than n features (not reached here at book scale)
         own_row = {"own_upsilon": None, "own_alignment": None, "own_support": None}
     loss = population_loss(net, teacher, n_test=config.n_test, seed=seed + 2)
-    final = {"method": label, "seed": seed, "init_scale": scale, "steps": run.steps, "stopped": run.stopped,
-             "loss": run.history[-1]["loss"], "trace": hessian_trace(net, X, y), "upsilon": upsilon_of_function(net, X),
-             "alignment": net.weighted_alignment(teacher.theta_star), "population_loss": loss.value,
-             "excess_loss": loss.excess, "bayes_risk": teacher.bayes_risk, "active": net.active_neurons(), **own_row}
+    final = {
+        "method": label,
+        "seed": seed,
+        "init_scale": scale,
+        "steps": run.steps,
+        "stopped": run.stopped,
+        "loss": run.history[-1]["loss"],
+        "trace": hessian_trace(net, X, y),
+        "upsilon": upsilon_of_function(net, X),
+        "alignment": net.weighted_alignment(teacher.theta_star),
+        "population_loss": loss.value,
+        "excess_loss": loss.excess,
+        "bayes_risk": teacher.bayes_risk,
+        "active": net.active_neurons(),
+        **own_row,
+    }
     trajectory = [{"method": label, "seed": seed, "init_scale": scale, **row} for row in run.history]
     return {"finals": [final], "trajectories": trajectory}
 
@@ -159,15 +211,22 @@ def _references(config: Config, seed: int) -> dict:
     teacher, X, y = _data(config, seed)
     m = config.width_factor * config.n
     solutions = {
-        "dictionary search": dictionary_search(X, y, "relu", config.dictionary_size, seed=seed + 3,
-                                               extra_directions=teacher.theta_star).solution,
-        "direct search": direct_search(X, y, "relu", random_directions(m, config.d, seed=seed + 4),
-                                       steps=config.search_steps).solution,
+        "dictionary search": dictionary_search(
+            X, y, "relu", config.dictionary_size, seed=seed + 3, extra_directions=teacher.theta_star
+        ).solution,
+        "direct search": direct_search(
+            X, y, "relu", random_directions(m, config.d, seed=seed + 4), steps=config.search_steps
+        ).solution,
         "misaligned": flattest_outer_weights(orthogonal_directions(teacher.theta_star, m, seed=seed + 5), X, y, "relu"),
     }
-    rows = [{"method": name, "seed": seed,
-             **interpolator_report(solution, X, y, teacher, n_test=config.n_test, seed=seed + 2)}
-            for name, solution in solutions.items()]
+    rows = [
+        {
+            "method": name,
+            "seed": seed,
+            **interpolator_report(solution, X, y, teacher, n_test=config.n_test, seed=seed + 2),
+        }
+        for name, solution in solutions.items()
+    ]
     return {"references": rows}
 
 
@@ -181,18 +240,44 @@ def _solver(config: Config, activation: str, beta: float) -> dict:
     scale = float(target.norm())
 
     def record(net):
-        return {"distance": float((net.a - target).norm()) / scale,
-                "flatness_ratio": float(orbit_flatness(net.a, optimum.kappa, optimum.p)) / optimum.flatness}
+        return {
+            "distance": float((net.a - target).norm()) / scale,
+            "flatness_ratio": float(orbit_flatness(net.a, optimum.kappa, optimum.p)) / optimum.flatness,
+        }
 
-    solution = flattest_by_mirror_descent(directions, X, y, activation, beta=beta, max_steps=config.solver_steps,
-                                          target_loss=1e-26, n_logs=config.n_logs, record=record)
-    rows = [{"activation": activation, "beta": beta if activation == "relu" else None, "step": r["step"],
-             "loss": r["loss"], "distance": r["distance"], "flatness_ratio": r["flatness_ratio"]}
-            for r in solution.run.history]
-    summary = {"activation": activation, "beta": beta if activation == "relu" else None,
-               "flatness": solution.flatness, "optimum": optimum.flatness, "lower_bound": solution.lower_bound,
-               "residual": solution.residual, "distance": rows[-1]["distance"], "steps": solution.run.steps,
-               "max_abs_y": float(y.abs().max())}
+    solution = flattest_by_mirror_descent(
+        directions,
+        X,
+        y,
+        activation,
+        beta=beta,
+        max_steps=config.solver_steps,
+        target_loss=1e-26,
+        n_logs=config.n_logs,
+        record=record,
+    )
+    rows = [
+        {
+            "activation": activation,
+            "beta": beta if activation == "relu" else None,
+            "step": r["step"],
+            "loss": r["loss"],
+            "distance": r["distance"],
+            "flatness_ratio": r["flatness_ratio"],
+        }
+        for r in solution.run.history
+    ]
+    summary = {
+        "activation": activation,
+        "beta": beta if activation == "relu" else None,
+        "flatness": solution.flatness,
+        "optimum": optimum.flatness,
+        "lower_bound": solution.lower_bound,
+        "residual": solution.residual,
+        "distance": rows[-1]["distance"],
+        "steps": solution.run.steps,
+        "max_abs_y": float(y.abs().max()),
+    }
     return {"solver": rows, "solver_summary": [summary]}
 
 
@@ -204,108 +289,39 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
     """Every method and seed, the reference searches, the initialisation sweep and the mirror solver."""
     scale = {"small": config.init_small, "large": config.init_large}
     seeds = [config.seed + 100 * s for s in range(config.seeds)]
-    points = ([{"kind": "train", "label": label, "scale": scale[init], "seed": s}
-               for s in seeds for label, (init, _) in METHODS.items()]
-              + [{"kind": "train", "label": f"GD, init {x:g}", "scale": x, "seed": seeds[0]}
-                 for x in config.init_scales]
-              + [{"kind": "train", "label": f"GD, step {eta:g}", "scale": config.init_small, "seed": seeds[0],
-                  "step": eta} for eta in config.step_sizes]
-              + [{"kind": "references", "seed": s} for s in seeds]
-              + [{"kind": "solver", "activation": "quadratic", "beta": 0.0}]
-              + [{"kind": "solver", "activation": "relu", "beta": b} for b in config.solver_betas])
-    results = map_points(_point, config, points, experiment="training_flatness", jobs=jobs, backend=backend)
-    tables = {key: [row for result in results for row in result.get(key, [])]
-              for key in ("finals", "trajectories", "references", "solver", "solver_summary")}
+    points = (
+        [
+            {"kind": "train", "label": label, "scale": scale[init], "seed": s}
+            for s in seeds
+            for label, (init, _) in METHODS.items()
+        ]
+        + [{"kind": "train", "label": f"GD, init {x:g}", "scale": x, "seed": seeds[0]} for x in config.init_scales]
+        + [
+            {"kind": "train", "label": f"GD, step {eta:g}", "scale": config.init_small, "seed": seeds[0], "step": eta}
+            for eta in config.step_sizes
+        ]
+        + [{"kind": "references", "seed": s} for s in seeds]
+        + [{"kind": "solver", "activation": "quadratic", "beta": 0.0}]
+        + [{"kind": "solver", "activation": "relu", "beta": b} for b in config.solver_betas]
+    )
+    results = map_points(
+        _point, config, points, experiment="training_flatness", version=VERSION, jobs=jobs, backend=backend
+    )
+    tables = {
+        key: [row for result in results for row in result.get(key, [])]
+        for key in ("finals", "trajectories", "references", "solver", "solver_summary")
+    }
     best = {}
     for s in seeds:
-        candidates = [r["upsilon"] for r in tables["references"] if r["seed"] == s and r["method"] != "misaligned"]
-        candidates += [r["own_upsilon"] for r in tables["finals"] if r["seed"] == s and r["own_upsilon"] is not None]
+        candidates = column(where(tables["references"], lambda r: r["method"] != "misaligned", seed=s), "upsilon")
+        candidates += column(where(tables["finals"], lambda r: r["own_upsilon"] is not None, seed=s), "own_upsilon")
         best[s] = min(candidates)
     for key in ("finals", "references"):
         for row in tables[key]:
             row["best_upsilon"] = best[row["seed"]]
             row["ratio"] = row["upsilon"] / best[row["seed"]]
-    tables["init_scale"] = [r for r in tables["finals"] if r["method"].startswith("GD, init ")]
-    tables["step_size"] = [r for r in tables["finals"] if r["method"].startswith("GD, step ")]
-    tables["finals"] = [r for r in tables["finals"] if r["method"] in METHODS]
-    tables["trajectories"] = [r for r in tables["trajectories"] if r["method"] in METHODS]
+    tables["init_scale"] = where(tables["finals"], lambda r: r["method"].startswith("GD, init "))
+    tables["step_size"] = where(tables["finals"], lambda r: r["method"].startswith("GD, step "))
+    tables["finals"] = where(tables["finals"], lambda r: r["method"] in METHODS)
+    tables["trajectories"] = where(tables["trajectories"], lambda r: r["method"] in METHODS)
     return tables
-
-
-def plot_loss_vs_flatness(tables: dict) -> Figure:
-    """Population loss against Υ / Υ_best for every trained network, with the searches and a misaligned one."""
-    fig, axes = new_figure(height=3.6)
-    ax = axes[0]
-    with book_style():
-        for label in METHODS:
-            sel = [r for r in tables["finals"] if r["method"] == label]
-            ax.plot([r["ratio"] for r in sel], [r["population_loss"] for r in sel], "o", color=COLOUR[label],
-                    label=label, ms=6, alpha=0.85)
-        for name, marker, colour in (("dictionary search", "s", ROLE["bound"]), ("direct search", "D", ROLE["bound"]),
-                                     ("misaligned", "X", ROLE["bad"])):
-            sel = [r for r in tables["references"] if r["method"] == name]
-            ax.plot([r["ratio"] for r in sel], [r["population_loss"] for r in sel], marker, mfc="none",
-                    color=colour, label=name, ms=7)
-        bayes = tables["finals"][0]["bayes_risk"]
-        ax.axhline(bayes, color=PALETTE["black"], lw=0.8, ls=":", label=r"Bayes risk $\tau^2$")
-        ax.set(xscale="log", yscale="log", xlabel=r"$\Upsilon \,/\, \Upsilon_{\mathrm{best}}$")
-        finish_panels(fig, axes, "population loss $F(w)$", legend_ncol=3)
-    return fig
-
-
-def plot_upsilon_along_training(tables: dict) -> Figure:
-    """Υ of the function along training (seed 0), one line per method, against the best found."""
-    seed = min(r["seed"] for r in tables["finals"])
-    fig, axes = new_figure(ncols=2, height=3.2)
-    with book_style():
-        for label in METHODS:
-            rows = [r for r in tables["trajectories"] if r["method"] == label and r["seed"] == seed and r["step"] > 0]
-            axes[0].plot([r["step"] for r in rows], [r["upsilon"] for r in rows], color=COLOUR[label], label=label)
-            axes[1].plot([r["step"] for r in rows], [r["loss"] for r in rows], color=COLOUR[label], label=label)
-        best = next(r["best_upsilon"] for r in tables["finals"] if r["seed"] == seed)
-        axes[0].axhline(best, color=PALETTE["black"], ls="--", lw=1, label=r"$\Upsilon_{\mathrm{best}}$")
-        axes[0].set(xscale="log", yscale="log", xlabel="step", title=r"$\Upsilon$ of the function")
-        axes[1].set(xscale="log", yscale="log", xlabel="step", title=r"training loss $F_S$")
-        axes[0].set_ylabel(r"$\Upsilon$")
-        handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside lower center", ncol=3)
-        no_minor_labels(*axes)
-    return fig
-
-
-def plot_init_scale(tables: dict) -> Figure:
-    """Gradient descent from initialisations of growing scale: Υ / Υ_best and population loss."""
-    rows = sorted(tables["init_scale"], key=lambda r: r["init_scale"])
-    fig, axes = new_figure(ncols=2, height=3.0)
-    with book_style():
-        scales = [r["init_scale"] for r in rows]
-        axes[0].plot(scales, [r["ratio"] for r in rows], "o-", color=COLOUR["GD, small init"])
-        axes[0].set(xscale="log", yscale="log", xlabel="initialisation scale $s$",
-                    title=r"$\Upsilon / \Upsilon_{\mathrm{best}}$")
-        axes[1].plot(scales, [r["population_loss"] for r in rows], "o-", color=COLOUR["GD, large init"])
-        axes[1].set(xscale="log", yscale="log", xlabel="initialisation scale $s$", title="population loss")
-        no_minor_labels(*axes)
-    return fig
-
-
-def plot_mirror_solver(tables: dict) -> Figure:
-    """Mirror descent on the outer weights: distance to the optimum (p = 4/3), flatness against the optimum's (p = 1)."""
-    fig, axes = new_figure(ncols=2, height=3.2)
-    with book_style():
-        quad = [r for r in tables["solver"] if r["activation"] == "quadratic" and r["step"] > 0]
-        axes[0].plot([r["step"] for r in quad], [r["distance"] for r in quad], color=ROLE["quadratic"],
-                     label=r"$p = 4/3$ potential")
-        axes[0].set(xscale="log", yscale="log", xlabel="step", title=r"quadratic ($\ell_{4/3}$)")
-        betas = sorted({r["beta"] for r in tables["solver"] if r["activation"] == "relu"}, reverse=True)
-        for beta, colour in zip(betas, (PALETTE["sky"], PALETTE["blue"], PALETTE["black"], PALETTE["green"])):
-            rows = [r for r in tables["solver"] if r["activation"] == "relu" and r["beta"] == beta and r["step"] > 0]
-            axes[1].plot([r["step"] for r in rows], [r["flatness_ratio"] for r in rows], color=colour,
-                         label=f"$\\beta = 10^{{{round(math.log10(beta))}}}$")
-        axes[1].axhline(1.0, color=PALETTE["black"], ls=":", lw=0.8)
-        axes[1].set(xscale="log", xlabel="step", ylim=(0.5, 1.5),
-                    title=r"ReLU ($\ell_1$ via hyperbolic entropy)", ylabel=r"$\Upsilon(a_k) / \Upsilon^\star$")
-        axes[1].legend()
-        axes[0].legend()
-        axes[0].set_ylabel(r"$\|a_k - a^\star\| / \|a^\star\|$")
-        no_minor_labels(*axes)
-    return fig

@@ -26,9 +26,15 @@ PALETTE = {
     "black": "#000000",
 }
 #: Colours that mean the same thing in every chapter.
-ROLE = {"good": PALETTE["blue"], "bad": PALETTE["vermillion"], "bound": PALETTE["black"],
-        "relu": PALETTE["blue"], "leaky_relu": PALETTE["green"], "quadratic": PALETTE["orange"],
-        "relu_power": PALETTE["purple"]}
+ROLE = {
+    "good": PALETTE["blue"],
+    "bad": PALETTE["vermillion"],
+    "bound": PALETTE["black"],
+    "relu": PALETTE["blue"],
+    "leaky_relu": PALETTE["green"],
+    "quadratic": PALETTE["orange"],
+    "relu_power": PALETTE["purple"],
+}
 #: How activations are named in titles and legends.
 DISPLAY_NAME = {"relu": "ReLU", "leaky_relu": "LeakyReLU", "quadratic": "quadratic", "relu_power": "ReLU$^c$"}
 COLUMN_WIDTH = 6.4  # inches: the text column of the book at 100 % zoom

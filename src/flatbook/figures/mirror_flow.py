@@ -1,0 +1,166 @@
+"""Chapter 6's figures, drawn from :func:`flatbook.experiments.mirror_flow.run`'s tables."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ..experiments import mirror_flow
+from ..tables import column, distinct, where
+from .registry import figure
+from .style import PALETTE, book_style, finish_panels, new_figure, no_minor_labels
+
+#: the potentials of the main comparison, in their order
+LABELS = [label for label, _, _ in mirror_flow.MAIN_POTENTIALS]
+COLOUR = {
+    "gradient descent": PALETTE["blue"],
+    "hyperbolic entropy": PALETTE["vermillion"],
+    "p = 3": PALETTE["green"],
+    "|w|³/3": PALETTE["green"],
+    "((w²+β²)^{3/2} − β³)/3": PALETTE["orange"],
+    "|w|³/3 + βw²/2": PALETTE["purple"],
+}
+
+
+@figure("ch6-balance", mirror_flow, "Drift of the balance equation against the step size")
+def plot_balance(tables: dict) -> Figure:
+    """Largest drift of the balance quantity against the step size (log-log), slope-1 guide."""
+    fig, axes = new_figure(height=3.2)
+    ax = axes[0]
+    with book_style():
+        for label in LABELS:
+            sel = sorted(where(tables["balance"], potential=label), key=lambda r: r["step"])
+            ax.plot(column(sel, "step"), column(sel, "drift"), "o-", color=COLOUR[label], label=label)
+        steps = np.array(distinct(tables["balance"], "step", sort=True))
+        ref = max(column(tables["balance"], "drift")) / steps.max()
+        ax.plot(steps, ref * steps * 1.5, "--", color=PALETTE["black"], lw=1, label=r"$\propto \eta$")
+        ax.set(xscale="log", yscale="log", xlabel=r"step size $\eta$")
+        ax.set_xticks(steps, [f"{s:g}" for s in steps])
+        finish_panels(fig, axes, r"$\max_{j,t} |B_j(t) - B_j(0)|$", legend_ncol=4)
+    return fig
+
+
+@figure("ch6-margins", mirror_flow, "Normalised margins along training for three mirror potentials")
+def plot_margins(tables: dict) -> Figure:
+    """ℓ2, ℓ1 and ℓ3 normalised margins along training (seed 0), one line per potential."""
+    rows = where(tables["trajectories"], seed=0)
+    fig, axes = new_figure(ncols=3, height=3.0)
+    with book_style():
+        for ax, key, title in zip(
+            axes,
+            ("l2_margin", "l1_margin", "l3_margin"),
+            (r"$\ell_2$ margin", r"$\ell_1$ margin", r"$\ell_3$ margin"),
+            strict=True,
+        ):
+            for label in LABELS:
+                sel = where(rows, lambda r: r["time"] > 0, potential=label)
+                ax.plot(column(sel, "time"), [max(v, 0.0) for v in column(sel, key)], color=COLOUR[label], label=label)
+            top = max(column(rows, key))
+            ax.set(
+                xscale="log",
+                xlabel="flow time $t$",
+                title=title,
+                ylim=(0, 1.1 * top),
+                xlim=(0.1, max(column(rows, "time"))),
+            )
+        finish_panels(fig, axes, "normalised margin", legend_ncol=3)
+    return fig
+
+
+@figure("ch6-neurons", mirror_flow, "Sorted per-neuron weights: sparse (hyperbolic entropy) and dense (GD, p = 3)")
+def plot_neurons(tables: dict) -> Figure:
+    """Sorted per-neuron weights |a_j| ‖θ_j‖ / max at the end of training (every seed)."""
+    fig, axes = new_figure(height=3.2)
+    ax = axes[0]
+    with book_style():
+        for label in LABELS:
+            for r in where(tables["solutions"], potential=label):
+                w = np.asarray(r["neuron_weights"])
+                ax.plot(
+                    np.arange(1, len(w) + 1),
+                    w / w[0],
+                    color=COLOUR[label],
+                    marker=".",
+                    ms=4,
+                    lw=1,
+                    label=f"{label} ({r['active']} active)" if r["seed"] == 0 else None,
+                )
+        ax.set(yscale="log", xlabel="neuron (sorted by weight)", ylim=(1e-8, 2))
+        finish_panels(fig, axes, r"$|a_j|\,\|\theta_j\|$ / largest", legend_ncol=3)
+    return fig
+
+
+@figure("ch6-slow", mirror_flow, "Hyperbolic entropy: time to the sparse solution against the scale")
+def plot_slow(tables: dict) -> Figure:
+    """Hyperbolic entropy: flow time to a sparse solution, final active neurons and cosine with GD, against β."""
+    rows = sorted(where(tables["sparsification"], lambda r: r["beta"] is not None), key=lambda r: r["beta"])
+    fig, axes = new_figure(ncols=2, height=3.2)
+    with book_style():
+        ax = axes[0]
+        reached = where(rows, lambda r: math.isfinite(r["time_to_sparse"]))
+        censored = where(rows, lambda r: not math.isfinite(r["time_to_sparse"]))
+        ax.plot(
+            column(reached, "beta"),
+            column(reached, "time_to_sparse"),
+            "o-",
+            color=COLOUR["hyperbolic entropy"],
+            label="reached",
+        )
+        ax.plot(
+            column(censored, "beta"),
+            column(censored, "final_time"),
+            "^",
+            mfc="none",
+            color=COLOUR["hyperbolic entropy"],
+            label="not reached by the end (time shown)",
+        )
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel=r"scale $\beta$",
+            title=f"time to $\\leq${rows[0]['target_active']} active neurons",
+        )
+        ax.set_ylabel("flow time $t$")
+        ax.legend(loc="upper left")
+        ax = axes[1]
+        ax.plot(
+            column(rows, "beta"),
+            column(rows, "cosine_with_gd"),
+            "s-",
+            color=COLOUR["gradient descent"],
+            label="cosine with GD's direction",
+        )
+        ax.set(xscale="log", xlabel=r"scale $\beta$", ylim=(0, 1.05), title="final direction")
+        twin = ax.twinx()
+        twin.plot(
+            column(rows, "beta"),
+            column(rows, "final_active"),
+            "o--",
+            color=COLOUR["hyperbolic entropy"],
+            label="active neurons (right axis)",
+        )
+        twin.set_ylim(0, 1.1 * max(column(tables["sparsification"], "final_active")))
+        twin.grid(False)
+        handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+        ax.legend(handles=handles, loc="lower right")
+        no_minor_labels(*axes)
+    return fig
+
+
+@figure("ch6-digits", mirror_flow, "Handwritten digits: test accuracy against magnitude pruning")
+def plot_digits(tables: dict) -> Figure:
+    """Digits (even vs odd): test accuracy against the fraction of neurons / weights pruned by magnitude."""
+    fig, axes = new_figure(ncols=2, height=3.2)
+    with book_style():
+        for ax, what in zip(axes, ("neurons", "weights"), strict=True):
+            for label in LABELS:
+                sel = where(tables["digits"], potential=label, pruned=what)
+                ax.plot(
+                    column(sel, "fraction"), column(sel, "test_accuracy"), "o-", ms=4, color=COLOUR[label], label=label
+                )
+            ax.axhline(0.5, color=PALETTE["black"], lw=0.8, ls=":")
+            ax.set(xlabel=f"fraction of {what} pruned", title=f"pruning {what}", ylim=(0.4, 1.0))
+        finish_panels(fig, axes, "test accuracy", legend_ncol=3)
+    return fig
