@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 
-from common import header, timed
-
 from flatbook import get_activation
 from flatbook.data import single_index
 from flatbook.flatness import flatness_weights, orbit_flatness
 from flatbook.flattest import _solve_cvxpy, _solve_newton, feature_matrix
 from flatbook.interpolators import random_directions
+
+from common import header, timed
 
 TIME_LIMIT_OPTION = {"CLARABEL": "time_limit", "SCS": "time_limit_secs", "HIGHS": "time_limit"}
 

@@ -23,12 +23,12 @@ import argparse
 import json
 from pathlib import Path
 
-from common import header, timed
-
 from flatbook import flattest_interpolator
 from flatbook.data import single_index
 from flatbook.interpolators import random_directions
 from flatbook.search import direct_search
+
+from common import header, timed
 
 
 def point(name, n, d, seed=0, steps=20):

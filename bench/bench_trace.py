@@ -25,11 +25,12 @@ import argparse
 import math
 
 import torch
-from common import header, timed
 
 from flatbook import TwoLayerNet, get_activation, hessian_trace
 from flatbook.backend import default_device
 from flatbook.network import forward
+
+from common import header, timed
 
 try:
     from pyhessian import hessian as PyHessian
@@ -86,10 +87,10 @@ def hutchinson_probes(net, X, y, probes, batch, seed=0):
         for xb, yb in batches(X, y, batch):
             loss = ((model(xb) - yb) ** 2).sum() / n
             grads = torch.autograd.grad(loss, params, create_graph=True)
-            dot = sum((g * vi).sum() for g, vi in zip(grads, v))
-            for acc, h in zip(hv, torch.autograd.grad(dot, params)):
+            dot = sum((g * vi).sum() for g, vi in zip(grads, v, strict=True))
+            for acc, h in zip(hv, torch.autograd.grad(dot, params), strict=True):
                 acc += h
-        values.append(float(sum((h * vi).sum() for h, vi in zip(hv, v))))
+        values.append(float(sum((h * vi).sum() for h, vi in zip(hv, v, strict=True))))
     return values
 
 
@@ -114,14 +115,16 @@ def main():
     sizes = [(1000, 2000, 20), (2000, 4000, 50)] if args.quick else \
         [(1000, 2000, 20), (5000, 5000, 50), (10000, 10000, 100), (20000, 20000, 100)]
     print(header(f"activation {activation!r}"))
-    print(f"# Hutchinson peer: {'pyhessian ' + 'package' if PyHessian else 'own estimator (pyhessian: ' + str(PYHESSIAN_ERROR) + ')'}")
+    peer = "pyhessian package" if PyHessian else f"own estimator (pyhessian: {PYHESSIAN_ERROR})"
+    print(f"# Hutchinson peer: {peer}")
 
     small = problem(200, 100, 10, activation)
     hessian_trace(*small)  # warm-up
     exact, t_exact = timed(hessian_trace, *small)
     auto, t_auto = timed(autograd_exact, *small)
     print(f"\n## exact peers, n=200 m=100 d=10: closed form {t_exact * 1e3:.2f} ms, torch.func.hessian "
-          f"{t_auto * 1e3:.0f} ms (ratio {t_auto / t_exact:.0f}x), relative difference {abs(exact - auto) / abs(auto):.1e}")
+          f"{t_auto * 1e3:.0f} ms (ratio {t_auto / t_exact:.0f}x), "
+          f"relative difference {abs(exact - auto) / abs(auto):.1e}")
 
     print("\n| n | m | d | closed form (s) | Hutchinson probes for 1 % | Hutchinson (s) | ratio | "
           "Hutchinson rel. error | pilot mean vs exact |")
@@ -140,7 +143,8 @@ def main():
             estimate, note = sum(values) / len(values), ""
             error = f"{abs(estimate - exact) / exact:.1e}"
         else:
-            t_hutch, note, error = needed * per_probe, " (extrapolated)", f"{math.sqrt(var / needed) / exact:.1e} (s.e.)"
+            t_hutch, note = needed * per_probe, " (extrapolated)"
+            error = f"{math.sqrt(var / needed) / exact:.1e} (s.e.)"
         print(f"| {n} | {m} | {d} | {t_exact:.3f} | {needed} | {t_hutch:.1f}{note} | {t_hutch / t_exact:.0f}x | "
               f"{error} | {abs(mean - exact) / exact:.1e} |", flush=True)
 

@@ -29,13 +29,14 @@ import argparse
 import json
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
-
-from common import header, timed
 
 from flatbook.backend import default_device
 from flatbook.experiments import bad_interpolators, flattest_generalise
 from flatbook.experiments.runner import code_fingerprint
+
+from common import header, timed
 
 
 def chapter3_kinds(config):
@@ -79,7 +80,7 @@ def main():
             largest = None
             for n in n_grid:
                 if n <= args.n_max:
-                    rows, seconds = timed(lambda: module._point(kind_config, n=n, seed=kind_config.seed, **point))
+                    rows, seconds = timed(partial(module._point, kind_config, n=n, seed=kind_config.seed, **point))
                     timings.append({"experiment": experiment, "kind": kind, "d": kind_config.d, "n": n,
                                     "m": kind_config.width_factor * n, "seconds": round(seconds, 2),
                                     "rows": rows})

@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
+
 from conftest import toc_pages
 
 pytestmark = pytest.mark.book

@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from conftest import ROOT, toc_pages
 
 pytestmark = pytest.mark.book

@@ -4,8 +4,7 @@ import torch
 from scipy.optimize import minimize
 from torch.func import hessian
 
-from flatbook import (TwoLayerNet, flattest_outer_weights, get_activation, hessian_trace,
-                      min_flatness, optimal_rescaling)
+from flatbook import TwoLayerNet, flattest_outer_weights, get_activation, hessian_trace, min_flatness, optimal_rescaling
 from flatbook.data import single_index
 from flatbook.errors import FlatbookInputError, UnboundedFlatnessError
 from flatbook.flatness import flatness_weights, trace_coefficients

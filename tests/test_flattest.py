@@ -84,7 +84,8 @@ def test_newton_falls_back_to_clarabel(monkeypatch):
     with pytest.warns(SolverFallbackWarning, match="Clarabel"):
         result = flattest_outer_weights(theta, X, y, "relu", solver="newton")
     assert result.solver == "CLARABEL"
-    assert result.status == "optimal (Clarabel after Newton: the interior-point dual did not identify an optimal vertex)"
+    assert result.status == ("optimal (Clarabel after Newton: the interior-point dual did not identify an optimal "
+                             "vertex)")
     assert abs(result.duality_gap) <= 1e-6
 
 

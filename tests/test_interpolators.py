@@ -6,9 +6,13 @@ from flatbook.data import random_orthonormal, single_index
 from flatbook.errors import FlatbookInputError
 from flatbook.flatness import flatness_weights, orbit_flatness, population_flatness_weight
 from flatbook.flattest import other_interpolators
-from flatbook.interpolators import (alignment_projector, directions_with_alignment, orthogonal_directions,
-                                    random_directions,
-                                    teacher_and_random_directions)
+from flatbook.interpolators import (
+    alignment_projector,
+    directions_with_alignment,
+    orthogonal_directions,
+    random_directions,
+    teacher_and_random_directions,
+)
 
 
 @pytest.mark.parametrize("rho", [0.0, 0.3, 0.9, 1.0])

@@ -74,8 +74,10 @@ def test_fenchel_young(potential):
 
 def test_conjugate_is_the_numerical_supremum(potential):
     for z in (-2.5, -0.3, 0.0, 0.7, 4.0):
-        result = minimize_scalar(lambda v: -(z * v - float(potential.value(torch.tensor([v], dtype=torch.float64)))),
-                                 bounds=(-500, 500), method="bounded", options={"xatol": 1e-12})
+        def negative(v, z=z):
+            return -(z * v - float(potential.value(torch.tensor([v], dtype=torch.float64))))
+
+        result = minimize_scalar(negative, bounds=(-500, 500), method="bounded", options={"xatol": 1e-12})
         assert float(potential.conjugate(torch.tensor([z], dtype=torch.float64))) == pytest.approx(
             -result.fun, rel=1e-7, abs=1e-9)
 

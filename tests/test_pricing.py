@@ -7,8 +7,14 @@ import torch
 
 from flatbook import get_activation
 from flatbook.errors import FlatbookInputError
-from flatbook.pricing import (dual_ratio, dual_ratio_bound, exact_dual_ratio_sup, maximize_dual_ratio,
-                              nudge_inactive, quadratic_dual_ratio_bound)
+from flatbook.pricing import (
+    dual_ratio,
+    dual_ratio_bound,
+    exact_dual_ratio_sup,
+    maximize_dual_ratio,
+    nudge_inactive,
+    quadratic_dual_ratio_bound,
+)
 
 PIECEWISE_LINEAR = [get_activation("relu"), get_activation("leaky_relu", negative_slope=0.2)]
 

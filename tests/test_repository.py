@@ -25,8 +25,9 @@ def test_ci_runs_the_readme_commands_not_copies():
     assert "for name in book test" in ci
     function = re.search(r"^readme_command\(\) \{.*?^\}", ci, re.S | re.M).group(0)
     for name in ("book", "test"):
-        extracted = subprocess.run(["bash", "-c", f"{function}\nreadme_command {name}"], cwd=ROOT,
-                                   capture_output=True, text=True, check=True).stdout.strip()
+        extracted = subprocess.run(
+            ["bash", "-c", f"{function}\nreadme_command {name}"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
         assert extracted == readme_command(name)
 
 

@@ -56,7 +56,7 @@ def test_adaptive_steps_decrease_the_loss_to_the_target(outer):
     run = mirror_descent(net, X, y, outer=outer, target_loss=1e-6, max_steps=5000,
                          record=lambda current: {"width": current.width})
     losses = [row["loss"] for row in run.history]
-    assert all(b <= a for a, b in zip(losses, losses[1:]))
+    assert all(b <= a for a, b in zip(losses, losses[1:], strict=False))
     assert run.stopped == "target_loss" and losses[-1] <= 1e-6 < losses[-2]
     assert all(row["width"] == 12 for row in run.history)
     assert run.history[-1]["step"] == run.steps and run.history[0]["time"] == 0

@@ -78,7 +78,8 @@ def _lagrangian_gradient(directions, solution, X, y, activation):
     U = directions.detach().clone().requires_grad_(True)
     u = U / U.norm(dim=1, keepdim=True)
     a, lam = solution.effective_a, solution.dual
-    lagrangian = (unit_flatness_weights(u, X, activation) * a.abs() ** activation.p).sum() - lam @ (activation(X @ u.T) @ a)
+    flatness = (unit_flatness_weights(u, X, activation) * a.abs() ** activation.p).sum()
+    lagrangian = flatness - lam @ (activation(X @ u.T) @ a)
     (grad,) = torch.autograd.grad(lagrangian, U)
     return grad - (grad * directions).sum(1, keepdim=True) * directions
 
