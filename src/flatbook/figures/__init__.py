@@ -2,8 +2,8 @@
 
 From a figure id on a page, e.g. ``ch3-gap``:
 
-- the function that **draws** it is the one decorated ``@figure("ch3-gap", ...)``
-  in ``flatbook/figures/`` (here ``flatbook.figures.bad_interpolators.plot_gap``);
+- the function that **draws** it is the one decorated with ``@figure`` and that
+  id in ``flatbook/figures/`` (here ``flatbook.figures.bad_interpolators.plot_gap``);
 - the function that **computes** its tables is ``run`` of the experiment that
   decorator names (here ``flatbook.experiments.bad_interpolators.run``).
 

@@ -2,15 +2,16 @@
 
 ::
 
-    from ..experiments import bad_interpolators
+    from ..experiments import my_experiment
     from .registry import figure
 
-    @figure("ch3-gap", bad_interpolators, "Flatness gap of misaligned interpolators against n")
-    def plot_gap(tables: dict) -> Figure:
+    @figure("ch8-my-figure", my_experiment, "What the figure shows, in a line")
+    def plot_my_figure(tables: dict) -> Figure:
         ...
 
-registers the figure ``ch3-gap``: drawn by ``plot_gap`` from the tables that
-``bad_interpolators.run(config)`` computes, shown in ``bad_interpolators.CHAPTER``.
+in ``flatbook/figures/my_experiment.py`` registers the figure ``ch8-my-figure``:
+drawn by ``plot_my_figure`` from the tables that ``my_experiment.run(config)``
+computes, shown in ``my_experiment.CHAPTER`` (imported in ``flatbook/figures/__init__.py``).
 The registry fills as the drawing modules are imported (``flatbook.figures``
 imports them all); an id is written once in the package.
 """
