@@ -221,7 +221,7 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80):
         if int(info) != 0:
             break
 
-        def direction(r_comp):
+        def direction(r_comp, r_primal=r_primal, r_dual=r_dual, s=s, D=D, factor=factor):
             rhs = r_primal - A(r_comp / s) + A(D * r_dual)
             dlam = torch.cholesky_solve(rhs[:, None], factor)[:, 0]
             ds = r_dual - At(dlam)

@@ -73,7 +73,7 @@ class TwoLayerNet:
         """F_S(w) = (1/n) Σ_i (h(w, x_i) − y_i)²  (no factor ½)."""
         return float((self.residuals(X, y) ** 2).mean())
 
-    def rescale(self, alpha) -> "TwoLayerNet":
+    def rescale(self, alpha) -> TwoLayerNet:
         """The network (α_j^{-c} a_j, α_j θ_j): same function, different parameters.
 
         ``alpha`` is a positive scalar or a positive vector of length m.
