@@ -11,7 +11,7 @@ import flatbook.figures.bad_interpolators
 import flatbook.flattest
 from flatbook.cli import main
 from flatbook.errors import FlatbookInputError
-from flatbook.experiments import bad_interpolators
+from flatbook.experiments import SCALES, bad_interpolators
 from flatbook.figures import REGISTRY, get_spec, make, registry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,6 +99,7 @@ def test_the_registry_names_what_computes_and_what_draws():
     for spec in REGISTRY.values():  # every drawing module is the experiment's namesake under flatbook.figures
         assert spec.draw.__module__ == f"flatbook.figures.{spec.experiment}"
         assert all(hasattr(spec.experiment_module, name) for name in ("run", "CONFIGS", "CHAPTER", "VERSION"))
+        assert tuple(spec.experiment_module.CONFIGS) == SCALES, spec.id  # every id works at every scale
 
 
 def test_declaring_a_figure_checks_its_id_and_experiment(monkeypatch):
