@@ -330,7 +330,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         master.add(Phi_new.cpu().numpy(), w_new.cpu().numpy())
         directions, Phi, w = torch.cat([directions, new]), torch.cat([Phi, Phi_new], 1), torch.cat([w, w_new])
         solution = master.solve()
-        keep = _prune(master, solution, Phi, w, n)
+        keep = _prune(master, solution, lam, Phi, w, n)
         if keep is not None:
             master.remove(keep)
             directions, Phi, w = directions[keep], Phi[:, keep], w[keep]
@@ -540,14 +540,15 @@ def _basic_directions(directions, Phi, w, solution, n):
     return directions[torch.argsort(ratio, descending=True)[:n]]
 
 
-def _prune(master, solution, Phi, w, n, cap_factor: int = 10):
+def _prune(master, solution, central, Phi, w, n, cap_factor: int = 20):
     """Keep mask once the master exceeds ``cap_factor``·n + 500 columns: the support, then the half of
-    the cap that is tightest at the master's dual (the cuts that shape the dual stay)."""
+    the cap that is tightest at the central dual the pricing used.  Those are the cuts that shrink the
+    restricted dual's optimal face towards a dual point feasible for every direction; dropping them
+    (e.g. by the simplex dual's ratios) lets the central point wander back and the bound stall."""
     cap = cap_factor * n + 500
     if master.size <= cap:
         return None
-    lam = torch.as_tensor(solution.dual, dtype=Phi.dtype, device=Phi.device)
-    ratio = ((Phi.T @ lam).abs() / w).cpu().numpy()
+    ratio = ((Phi.T @ central).abs() / w).cpu().numpy()
     ratio[np.abs(solution.mu) > 0] = np.inf  # the support always stays
     keep = np.zeros(master.size, dtype=bool)
     keep[np.argsort(-ratio)[: cap // 2]] = True

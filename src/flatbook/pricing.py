@@ -30,7 +30,7 @@ This module gives the three ways to get at sup_u G_λ:
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -251,7 +251,8 @@ def exact_dual_ratio_sup(lam, X, activation: HomogeneousActivation, basis: torch
     which column generation adds all at once.
 
     For the ReLU and leaky ReLU with an admissible subspace of dimension r ≤ 3 (d ≤ 3, or the
-    misaligned directions ρ = 0 when d − k ≤ 3).  Cost O(n^{r−1}) faces, each O(n r²): seconds for n in the hundreds at r = 3.
+    misaligned directions ρ = 0 when d − k ≤ 3).  Cost O(n^{r−1}) faces, each O(n r²): seconds for n
+    in the hundreds at r = 3.
 
     Why it is exact (eq. ``eq-relu-cells``): on the relative interior of a face F of the
     arrangement the slopes s_i = σ'(z_i) are fixed, σ(z_i) = s_i z_i and T is constant, so
@@ -272,6 +273,8 @@ def exact_dual_ratio_sup(lam, X, activation: HomogeneousActivation, basis: torch
     sq_norms = (X * X).sum(1)
     slope = activation.negative_slope
     rays, ray_patterns, spans, patterns = _arrangement_faces(Xr)
+    r = Xr.shape[1]
+    outer = (Xr[:, :, None] * Xr[:, None, :]).reshape(-1, r * r)  # x_i x_iᵀ, one row per sample
     kept_values, kept_u = torch.empty(0, dtype=X.dtype, device=X.device), Xr[:0]
 
     def consider(U, pats):
@@ -287,9 +290,12 @@ def exact_dual_ratio_sup(lam, X, activation: HomogeneousActivation, basis: torch
         span = spans[start:start + chunk]
         s = torch.where(pat > 0, torch.ones_like(pat), torch.where(pat < 0, torch.full_like(pat, slope),
                                                                    torch.zeros_like(pat)))
-        G = s[:, :, None] * torch.einsum("nr,frk->fnk", Xr, span)  # (F, n, r)
-        rhs = lam[None, :, None].expand(G.shape[0], -1, 1)
-        coeff = torch.linalg.lstsq(G, rhs, driver="gelsd").solution[:, :, 0]
+        # c = G⁺λ for G = diag(s) X_r span, from the r × r normal equations: GᵀG = spanᵀ(Σ_i s_i² x_i x_iᵀ)span
+        # and Gᵀλ = spanᵀ X_rᵀ(s λ), both one matrix product over all faces (pinv: 2-faces are rank 2).
+        gram = ((s * s) @ outer).reshape(-1, r, r)
+        normal = span.transpose(1, 2) @ gram @ span
+        rhs = span.transpose(1, 2) @ ((s * lam) @ Xr)[:, :, None]
+        coeff = (torch.linalg.pinv(normal, hermitian=True) @ rhs)[:, :, 0]
         u = torch.einsum("frk,fk->fr", span, coeff)
         consider(u, pat)
         consider(-u, pat)
