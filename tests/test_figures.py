@@ -17,6 +17,7 @@ from flatbook.figures import REGISTRY, get_spec, make, registry
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("figure_id", list(REGISTRY))
 def test_every_figure_regenerates_at_smoke_scale(figure_id, tmp_path):
     sidecar = make(figure_id, scale="smoke", out=tmp_path)
@@ -32,6 +33,7 @@ def test_every_figure_regenerates_at_smoke_scale(figure_id, tmp_path):
     assert stored["experiment"] == spec.computed_by and stored["plot"] == spec.drawn_by
 
 
+@pytest.mark.slow
 def test_second_run_does_no_solves(tmp_path, monkeypatch):
     calls = []
     original = flatbook.flattest._check_rank  # every solve of the convex program passes here
@@ -56,6 +58,7 @@ def test_cli_lists_and_rejects(capsys, tmp_path):
         make("ch1-paradox", scale="galactic", out=tmp_path)
 
 
+@pytest.mark.slow
 def test_cli_writes_a_figure(tmp_path, capsys):
     assert main(["figure", "ch1-orbit-curves", "--scale", "smoke", "--out", str(tmp_path)]) == 0
     assert "ch1-orbit-curves.png" in capsys.readouterr().out

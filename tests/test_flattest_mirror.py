@@ -16,6 +16,7 @@ def instance(link, n=10, m=30, d=5):
     return random_directions(m, d, seed=2), X, y
 
 
+@pytest.mark.slow
 def test_quadratic_p_four_thirds_reaches_the_convex_optimum():
     U, X, y = instance("quadratic")
     reference = flattest_outer_weights(U, X, y, "quadratic", solver="CLARABEL")
@@ -27,6 +28,7 @@ def test_quadratic_p_four_thirds_reaches_the_convex_optimum():
     assert solution.residual < 1e-6 * float(y.abs().max())  # still converging after 30 000 steps
 
 
+@pytest.mark.slow
 def test_relu_hyperbolic_entropy_approaches_the_l1_optimum_as_beta_shrinks():
     U, X, y = instance("relu")
     optimum = flattest_outer_weights(U, X, y, "relu", solver="CLARABEL").flatness

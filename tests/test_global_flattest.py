@@ -123,6 +123,7 @@ def test_greedy_split_is_the_best_integer_allocation(p):
 
 # --- exact references ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d,n", [(2, 15), (3, 24)])
 def test_relu_column_generation_matches_the_exact_activation_pattern_program(d, n):
     _, X, y = data(d, n, "relu")
@@ -136,6 +137,7 @@ def test_relu_column_generation_matches_the_exact_activation_pattern_program(d, 
     assert float((result.net(X) - y).abs().max()) <= 1e-8 * float(y.abs().max())
 
 
+@pytest.mark.slow
 def test_pattern_program_with_sampled_patterns_is_an_upper_bound():
     _, X, y = data(3, 20, "relu")
     exact = flattest_relu_over_patterns(X, y, all_activation_patterns(X)).value
@@ -177,6 +179,7 @@ def test_agrees_with_a_fine_grid_of_directions(name, d, n):
     assert result.lower <= (10 * n) ** (1 - p) * v_grid**p * (1 + 1e-9)
 
 
+@pytest.mark.slow
 def test_lower_bound_holds_when_the_heuristic_pricing_is_crippled():
     """One start and no ascent steps: the estimate may be anything, the proven bound must stay below V*."""
     _, X, y = data(3, 20, "relu")

@@ -72,12 +72,14 @@ def test_cache_can_be_switched_off(monkeypatch):
     assert CALLS == [0, 1, 0, 1]
 
 
+@pytest.mark.slow
 def test_parallel_processes_give_the_same_table():
     sequential = map_points(toy_point, Toy(), POINTS, experiment="toy-seq")
     parallel = map_points(toy_point, Toy(), POINTS, experiment="toy-par", jobs=2)
     assert parallel == sequential
 
 
+@pytest.mark.slow
 def test_dask_local_cluster_gives_the_same_table(monkeypatch):
     distributed = pytest.importorskip("distributed")
     from flatbook.experiments import symmetry_paradox

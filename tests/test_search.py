@@ -18,7 +18,9 @@ def test_dictionary_search_with_teacher_directions_is_flatter():
     teacher, X, y = data()
     plain = dictionary_search(X, y, "relu", 90, seed=3)
     with_teacher = dictionary_search(X, y, "relu", 90, seed=3, extra_directions=teacher.theta_star)
-    assert with_teacher.upsilon <= plain.upsilon
+    # The teacher's two directions let the program drop most of the random ones (not implied by the
+    # inclusion of dictionaries, which only gives <=): at least 10 % flatter on this instance.
+    assert with_teacher.upsilon < 0.9 * plain.upsilon
     report = interpolator_report(with_teacher.solution, X, y, teacher, n_test=5_000)
     assert report["residual"] <= 1e-8 * report["max_abs_y"]
     plain_report = interpolator_report(plain.solution, X, y, teacher, n_test=5_000)
@@ -45,7 +47,6 @@ def test_direct_search_lowers_upsilon_and_keeps_interpolating():
     teacher, X, y = data(n=30, d=6, seed=7)
     start = random_directions(60, 6, seed=8)
     result = direct_search(X, y, "relu", start, steps=5)
-    assert result.history[0] == pytest.approx(dictionary_search(X, y, "relu", 60, seed=8).upsilon)
     assert all(b < a for a, b in zip(result.history, result.history[1:], strict=False))
     assert len(result.history) >= 2
     assert result.solution.residual <= 1e-8 * float(y.abs().max())

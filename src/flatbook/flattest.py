@@ -248,7 +248,10 @@ def _solve_newton(Phi, y, kappa, p, residual_tol):
         status = "optimal" if residual <= residual_tol else f"dual Newton stalled at residual {residual:.1e}"
         return _primal_from_dual(lam, Phi, kappa, p), lam, status
     lam = _lp_interior_point(Phi, y, kappa)
-    vertex = _exact_vertex(lam, Phi, y, kappa)
+    for tight_tol in (1e-6, 1e-4):  # the interior point stops at ~1e-9; a degenerate face may need more room
+        vertex = _exact_vertex(lam, Phi, y, kappa, tight_tol=tight_tol)
+        if vertex is not None:
+            break
     if vertex is None:
         return torch.zeros(Phi.shape[1], dtype=Phi.dtype, device=Phi.device), lam, \
             "the interior-point dual did not identify an optimal vertex"
@@ -294,15 +297,22 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tol=1e-6):
     a_T = signs * torch.as_tensor(b, dtype=Phi.dtype, device=Phi.device)
     if float((Phi[:, T] @ a_T - y).abs().max()) <= 1e-10 * float(y.abs().max()):
         a[T] = a_T
-        return a, lam / max(1.0, float(ratio.max()))
+        # Sharpen λ: the least-norm correction that makes the support's constraints exactly tight,
+        # |φ_jᵀλ| = κ_j where ã_j ≠ 0 (complementary slackness), then scale it into the feasible set.
+        P = torch.nonzero(T).squeeze(1)[b > 0]
+        target = kappa[P] * signs[b > 0]
+        lam = lam + torch.linalg.lstsq(Phi[:, P].T, (target - Phi[:, P].T @ lam)[:, None],
+                                       driver="gelsd" if Phi.device.type == "cpu" else None).solution[:, 0]
+        return a, lam / max(1.0, float(((Phi.T @ lam).abs() / kappa).max()))
     return None
 
 
 def _polish_l1(a, lam, Phi, y, kappa):
     """Exact vertex from an interior-point solution, else project ã onto Φ ã = y and scale λ feasible."""
-    vertex = _exact_vertex(lam, Phi, y, kappa)
-    if vertex is not None:
-        return vertex
+    for tight_tol in (1e-6, 1e-4):  # a conic solver's λ is accurate to ~1e-7..1e-5: widen the tight set once
+        vertex = _exact_vertex(lam, Phi, y, kappa, tight_tol=tight_tol)
+        if vertex is not None:
+            return vertex
     a = a + Phi.T @ torch.linalg.solve(Phi @ Phi.T, y - Phi @ a)
     violation = float(((Phi.T @ lam).abs() / kappa).max())
     return a, lam / max(1.0, violation)
