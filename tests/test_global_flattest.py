@@ -260,3 +260,15 @@ def test_clear_errors():
         flattest_interpolator(X, 0 * y, "relu", 10)
     with pytest.raises(InfeasibleInterpolationError, match="at most 6"):
         flattest_interpolator(*data(3, 10, "quadratic")[1:], "quadratic", 10)
+
+
+def test_pattern_enumeration_counts_every_cell_of_the_arrangement():
+    """n central planes in general position cut R^3 into n^2 - n + 2 cells (no cell is all-inactive for
+    Gaussian data with n = 30: that would need every x_i in one open half-space); dense sampling finds no other."""
+    _, X, _ = data(3, 30, "relu")
+    cells = all_activation_patterns(X)
+    assert cells.shape[0] == 30**2 - 30 + 2
+    sampled = activation_patterns(X, torch.randn(200_000, 3, dtype=torch.float64,
+                                                 generator=torch.Generator().manual_seed(5)))
+    enumerated = {tuple(row.tolist()) for row in cells}
+    assert {tuple(row.tolist()) for row in sampled} <= enumerated

@@ -45,7 +45,7 @@ from tqdm import tqdm
 
 from .activations import HomogeneousActivation, LeakyReLU, get_activation
 from .backend import as_tensor, check_data
-from .errors import FlatbookInputError, InfeasibleInterpolationError
+from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverError
 from .flatness import min_flatness, unit_flatness_weights
 from .flattest import _lp_interior_point, flattest_outer_weights
 from .network import TwoLayerNet
@@ -297,6 +297,9 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             sup_proven = quadratic_dual_ratio_bound(lam, X, basis if r < d else None)
         else:
             sup_proven = dual_ratio_bound(lam, X, activation)
+        if sup_proven < (1.0 - 1e-9) * sup_estimate:  # a proven bound below a value actually reached: a bug
+            raise SolverError(f"the proven bound {sup_proven:.6g} on the dual ratio is below a value the ascent "
+                              f"reached, {sup_estimate:.6g}: please report this ({pricing} pricing).")
         return found, values, sup_estimate, max(sup_proven, sup_estimate)
 
     bar = tqdm(range(rounds), desc="flattest interpolator", disable=not progress, leave=False)

@@ -140,6 +140,7 @@ def _activation_point(config: Config, name: str, index: int) -> dict:
                 "global_pricing": best.pricing,
                 "global_max_effective_weight": float(best.net.effective_outer_weights().abs().max()),
                 "global_atoms": best.atoms.directions.shape[0],
+                "global_measure_value": best.measure_value,
                 "global_vertex_upsilon": flattest.at_width(X, y, best.atoms.directions.shape[0]).upper,
             }
         )
@@ -168,7 +169,7 @@ def _splitting_point(config: Config, copies: int) -> dict:
                 "copies": copies,
                 "upsilon": result.flatness,
                 "p": result.p,
-                "teacher_share": float(result.effective_a[:copies].sum()),
+                "teacher_weight": float(result.effective_a[:copies].sum()),
             }
         ]
     }
