@@ -30,11 +30,12 @@ import functools
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
 
 from tqdm import tqdm
 
-from ..errors import FlatbookInputError
+from ..errors import FlatbookInputError, SolverFallbackWarning
 
 BACKENDS = ("loky", "dask")
 
@@ -119,6 +120,14 @@ def _default_jobs() -> int:
     return jobs
 
 
+def _compute(function, config, point: dict):
+    """One point, with :class:`~flatbook.errors.SolverFallbackWarning` silenced: a fallback to Clarabel is
+    certified like any answer, and in a sweep its warning would only print into the book's pages."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SolverFallbackWarning)
+        return function(config, **point)
+
+
 def map_points(
     function,
     config,
@@ -159,7 +168,7 @@ def map_points(
 
     if backend == "loky" and jobs == 1:
         for i in todo:
-            finish(i, function(config, **points[i]))
+            finish(i, _compute(function, config, points[i]))
     else:
         import joblib
 
@@ -181,7 +190,7 @@ def map_points(
             )
         with context:
             outputs = joblib.Parallel(n_jobs=jobs if backend == "loky" else -1, return_as="generator")(
-                joblib.delayed(function)(config, **points[i]) for i in todo
+                joblib.delayed(_compute)(function, config, points[i]) for i in todo
             )
             for i, result in zip(todo, outputs, strict=True):
                 finish(i, result)
