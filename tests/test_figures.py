@@ -58,6 +58,24 @@ def test_cli_lists_and_rejects(capsys, tmp_path):
         make("ch1-paradox", scale="galactic", out=tmp_path)
 
 
+def test_cli_rejects_every_bad_argument_before_computing(capsys, tmp_path, monkeypatch):
+    import flatbook.figures as figures
+
+    def no_computation(*args, **kwargs):
+        raise AssertionError("a figure was computed before the arguments were checked")
+
+    monkeypatch.setattr(figures, "make", no_computation)
+    assert main(["figure", "ch1-paradox", "ch1-paradx", "--out", str(tmp_path)]) == 2
+    assert "unknown figure id 'ch1-paradx' (did you mean ch1-paradox" in capsys.readouterr().err
+    assert main(["figure", "ch1-paradox", "--jobs", "0", "--out", str(tmp_path)]) == 2
+    assert "--jobs must be a positive number" in capsys.readouterr().err
+    assert main(["figure", "ch1-paradox", "--backend", "spark", "--out", str(tmp_path)]) == 2
+    assert "unknown backend 'spark'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.startswith("flatbook ")
+
+
 @pytest.mark.slow
 def test_cli_writes_a_figure(tmp_path, capsys):
     assert main(["figure", "ch1-orbit-curves", "--scale", "smoke", "--out", str(tmp_path)]) == 0

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 
 from .errors import FlatbookInputError
 from .experiments import SCALES
+from .experiments.runner import BACKENDS
 
 
 def _figure(args) -> int:
@@ -22,6 +24,23 @@ def _figure(args) -> int:
     if not ids:
         print("name a figure id, --all, or --list", file=sys.stderr)
         return 2
+    # Reject every bad argument before anything is computed (a paper-scale figure takes hours).
+    unknown = [figure_id for figure_id in ids if figure_id not in REGISTRY]
+    if unknown:
+        hints = []
+        for figure_id in unknown:
+            close = difflib.get_close_matches(figure_id, list(REGISTRY), n=3)
+            hints.append(f"{figure_id!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+        raise FlatbookInputError(
+            f"unknown figure id {', '.join(hints)}; valid ids: {', '.join(REGISTRY)} "
+            "(`flatbook figure --list` shows what each one is)."
+        )
+    if args.scale not in SCALES:
+        raise FlatbookInputError(f"unknown scale {args.scale!r}; choose one of {', '.join(SCALES)}.")
+    if args.jobs is not None and args.jobs < 1:
+        raise FlatbookInputError(f"--jobs must be a positive number of processes, got {args.jobs}.")
+    if args.backend is not None and args.backend not in BACKENDS:
+        raise FlatbookInputError(f"unknown backend {args.backend!r}; choose one of {', '.join(BACKENDS)}.")
     for figure_id in ids:
         sidecar = make(figure_id, scale=args.scale, out=args.out, jobs=args.jobs, backend=args.backend)
         print(
@@ -31,8 +50,15 @@ def _figure(args) -> int:
     return 0
 
 
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="flatbook", description="Regenerate the figures of the flatbook book.")
+    parser.add_argument("--version", action="version", version=f"flatbook {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     figure = commands.add_parser("figure", help="regenerate figures by id (PNG, SVG, PDF and a JSON sidecar)")
     figure.add_argument("ids", nargs="*", metavar="ID", help="figure ids (see --list)")
