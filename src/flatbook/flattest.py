@@ -248,17 +248,14 @@ def _solve_newton(Phi, y, kappa, p, residual_tol):
         status = "optimal" if residual <= residual_tol else f"dual Newton stalled at residual {residual:.1e}"
         return _primal_from_dual(lam, Phi, kappa, p), lam, status
     lam = _lp_interior_point(Phi, y, kappa)
-    for tight_tol in (1e-6, 1e-4):  # the interior point stops at ~1e-9; a degenerate face may need more room
-        vertex = _exact_vertex(lam, Phi, y, kappa, tight_tol=tight_tol)
-        if vertex is not None:
-            break
+    vertex = _exact_vertex(lam, Phi, y, kappa)
     if vertex is None:
         return torch.zeros(Phi.shape[1], dtype=Phi.dtype, device=Phi.device), lam, \
             "the interior-point dual did not identify an optimal vertex"
     return vertex[0], vertex[1], "optimal"
 
 
-def _exact_vertex(lam, Phi, y, kappa, tight_tol=1e-6):
+def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4)):
     """The optimal vertex of the p = 1 program identified from an approximate dual λ, or None.
 
     Complementary slackness: ã_j ≠ 0 only where the dual constraint is tight,
@@ -270,7 +267,9 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tol=1e-6):
     non-unique one, is read off the tight set T = {|v_j| ≥ (1 − tight_tol) κ_j}:
     a sign-consistent ã_T with Φ_T ã_T = y (non-negative least squares) is
     optimal, and λ, scaled into the feasible set, certifies it up to the
-    accuracy of λ.
+    accuracy of λ.  Each of ``tight_tols`` is tried in turn: an interior-point
+    λ is accurate to ~1e-9, a conic solver's to ~1e-7..1e-5, and a degenerate
+    face may need the wider set.
     """
     n = Phi.shape[0]
     v = Phi.T @ lam
@@ -291,28 +290,28 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tol=1e-6):
     # signs agree with v is optimal (complementary slackness): a non-negative least-squares problem in
     # b = sign(v_T) ã_T.  It covers fewer than n tight columns (a sparse optimum) and more than n (a
     # non-unique one, e.g. columns that coincide on the samples).
-    T = ratio >= (1.0 - tight_tol) * float(ratio.max())
-    signs = torch.sign(v[T])
-    b, _ = scipy.optimize.nnls((Phi[:, T] * signs).cpu().numpy(), y.cpu().numpy())
-    a_T = signs * torch.as_tensor(b, dtype=Phi.dtype, device=Phi.device)
-    if float((Phi[:, T] @ a_T - y).abs().max()) <= 1e-10 * float(y.abs().max()):
-        a[T] = a_T
-        # Sharpen λ: the least-norm correction that makes the support's constraints exactly tight,
-        # |φ_jᵀλ| = κ_j where ã_j ≠ 0 (complementary slackness), then scale it into the feasible set.
-        P = torch.nonzero(T).squeeze(1)[b > 0]
-        target = kappa[P] * signs[b > 0]
-        lam = lam + torch.linalg.lstsq(Phi[:, P].T, (target - Phi[:, P].T @ lam)[:, None],
-                                       driver="gelsd" if Phi.device.type == "cpu" else None).solution[:, 0]
-        return a, lam / max(1.0, float(((Phi.T @ lam).abs() / kappa).max()))
+    for tight_tol in tight_tols:
+        T = ratio >= (1.0 - tight_tol) * float(ratio.max())
+        signs = torch.sign(v[T])
+        b, _ = scipy.optimize.nnls((Phi[:, T] * signs).cpu().numpy(), y.cpu().numpy())
+        a_T = signs * torch.as_tensor(b, dtype=Phi.dtype, device=Phi.device)
+        if float((Phi[:, T] @ a_T - y).abs().max()) <= 1e-10 * float(y.abs().max()):
+            a[T] = a_T
+            # Sharpen λ: the least-norm correction that makes the support's constraints exactly tight,
+            # |φ_jᵀλ| = κ_j where ã_j ≠ 0 (complementary slackness), then scale it into the feasible set.
+            P = torch.nonzero(T).squeeze(1)[b > 0]
+            target = kappa[P] * signs[b > 0]
+            lam = lam + torch.linalg.lstsq(Phi[:, P].T, (target - Phi[:, P].T @ lam)[:, None],
+                                           driver="gelsd" if Phi.device.type == "cpu" else None).solution[:, 0]
+            return a, lam / max(1.0, float(((Phi.T @ lam).abs() / kappa).max()))
     return None
 
 
 def _polish_l1(a, lam, Phi, y, kappa):
     """Exact vertex from an interior-point solution, else project ã onto Φ ã = y and scale λ feasible."""
-    for tight_tol in (1e-6, 1e-4):  # a conic solver's λ is accurate to ~1e-7..1e-5: widen the tight set once
-        vertex = _exact_vertex(lam, Phi, y, kappa, tight_tol=tight_tol)
-        if vertex is not None:
-            return vertex
+    vertex = _exact_vertex(lam, Phi, y, kappa)
+    if vertex is not None:
+        return vertex
     a = a + Phi.T @ torch.linalg.solve(Phi @ Phi.T, y - Phi @ a)
     violation = float(((Phi.T @ lam).abs() / kappa).max())
     return a, lam / max(1.0, violation)

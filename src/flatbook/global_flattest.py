@@ -248,14 +248,15 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         if project is not None:
             dictionary = project(dictionary)
         U0 = torch.cat([dictionary, U0])
-    directions = U0
-    Phi, w = _columns(directions, X, activation)
+    batch = U0
+    Phi_batch, w_batch = _columns(batch, X, activation)
     master = WeightedL1Master(y.cpu().numpy())
-    kept = directions[:0]
+    directions, Phi, w = batch[:0], Phi_batch[:, :0], w_batch[:0]
     for attempt in range(5):  # a random dictionary too small to interpolate: double it, a few times
-        live = w > 0
-        master.add(Phi[:, live].cpu().numpy(), w[live].cpu().numpy())
-        kept = torch.cat([kept, directions[live]])
+        live = w_batch > 0  # silent on every sample: no column
+        master.add(Phi_batch[:, live].cpu().numpy(), w_batch[live].cpu().numpy())
+        directions = torch.cat([directions, batch[live]])
+        Phi, w = torch.cat([Phi, Phi_batch[:, live]], 1), torch.cat([w, w_batch[live]])
         try:
             solution = master.solve()
             break
@@ -267,10 +268,8 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
                     hint = (f" Quadratic features of directions in a {r}-dimensional space span at most "
                             f"{D} dimensions, so they interpolate at most {D} generic samples (n = {n}).")
                 raise InfeasibleInterpolationError(f"{exc}{hint}") from None
-            directions = _random_admissible(kept.shape[0], basis, project, gen, device)
-            Phi, w = _columns(directions, X, activation)
-    directions = kept
-    Phi, w = _columns(directions, X, activation)
+            batch = _random_admissible(directions.shape[0], basis, project, gen, device)
+            Phi_batch, w_batch = _columns(batch, X, activation)
 
     best = {"estimate": -math.inf, "proven": -math.inf}
     history = []
