@@ -149,11 +149,4 @@ class WeightedL1Master:
         return MasterSolution(mu=mu, dual=dual, value=value)
 
 
-def weighted_l1_interpolation(columns, y, weights) -> MasterSolution:
-    """Solve min Σ_j w_j |μ_j| s.t. Σ_j μ_j φ_j = y once (no warm start): a convenience wrapper."""
-    master = WeightedL1Master(np.asarray(y, dtype=np.float64))
-    master.add(columns, weights)
-    return master.solve()
-
-
-__all__ = ["MasterSolution", "WeightedL1Master", "weighted_l1_interpolation"]
+__all__ = ["MasterSolution", "WeightedL1Master"]
