@@ -1,5 +1,6 @@
 """Shared fixtures: small, seeded problems in float64 on the CPU."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
 sys.path.insert(0, str(ROOT / "scripts"))
 from chapters_to_notebooks import toc_files  # noqa: E402
+
+# No progress bars in test output, nor in the chapters nbval executes (their kernels inherit this).
+os.environ.setdefault("FLATBOOK_PROGRESS", "off")
 
 ACTIVATION_CASES = [
     ("relu", {}),

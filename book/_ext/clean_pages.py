@@ -8,7 +8,12 @@
   the template variable ``default_mode``; Jupyter Book leaves it empty, which
   the theme's script logs as an error ("Got invalid theme mode").  Default it to
   "auto" (follow the system setting).
+- Progress bars of flatbook's sweeps would print into the pages: the kernels
+  that execute the chapters inherit ``FLATBOOK_PROGRESS=off`` from the build
+  (unless the builder set it otherwise).
 """
+
+import os
 
 
 def _script_key(script) -> tuple:
@@ -36,6 +41,7 @@ def default_theme_mode(app, pagename, templatename, context, doctree):
 
 
 def setup(app):
+    os.environ.setdefault("FLATBOOK_PROGRESS", "off")
     app.connect("html-page-context", default_theme_mode)
     app.connect("html-page-context", keep_first_copy_of_each_script, priority=999)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

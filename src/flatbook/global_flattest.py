@@ -41,7 +41,6 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from .activations import HomogeneousActivation, LeakyReLU, get_activation
 from .backend import as_tensor, check_data
@@ -57,6 +56,7 @@ from .pricing import (
     nudge_inactive,
     quadratic_dual_ratio_bound,
 )
+from .progress import progress_bar
 from .weighted_l1 import WeightedL1Master
 
 
@@ -301,10 +301,11 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
                               f"reached, {sup_estimate:.6g}: please report this ({pricing} pricing).")
         return found, values, sup_estimate, max(sup_proven, sup_estimate)
 
-    bar = tqdm(range(rounds), desc="flattest interpolator", disable=not progress, leave=False)
+    bar = progress_bar(rounds, desc="flattest interpolator", leave=False, show=progress)
     rounds_run = 0
-    for round_ in bar:
+    for round_ in range(rounds):
         rounds_run = round_ + 1
+        bar.update(1)
         # Price at the interior-point (central) dual of the master: the simplex dual sits at a vertex of a
         # degenerate optimal face and makes the dual ratio needlessly large elsewhere.
         lam = _lp_interior_point(Phi, y, w)

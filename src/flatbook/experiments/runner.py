@@ -17,6 +17,9 @@ instant and an interrupted sweep resumes where it stopped.
   change in this package's code (a solver or library upgrade that changes the
   numbers, a changed reading of a field), and every point of that experiment is
   computed again.  ``FLATBOOK_CACHE=off`` disables the cache.
+- Progress: a ``tqdm.auto`` bar per sweep (a widget in Jupyter when ipywidgets is installed, text
+  otherwise; on a terminal only when it is interactive).  ``FLATBOOK_PROGRESS=off`` silences it
+  (the book build does, so that no bar lands in a page); ``FLATBOOK_PROGRESS=on`` forces it.
 - Parallel: ``jobs`` processes (joblib, loky); ``FLATBOOK_JOBS`` sets the
   default (1).  ``backend="dask"`` (or ``FLATBOOK_BACKEND=dask``) runs the same
   points on a ``dask.distributed`` cluster through joblib's Dask backend: start
@@ -33,9 +36,8 @@ import os
 import warnings
 from pathlib import Path
 
-from tqdm import tqdm
-
 from ..errors import FlatbookInputError, SolverFallbackWarning
+from ..progress import progress_bar
 
 BACKENDS = ("loky", "dask")
 
@@ -157,7 +159,7 @@ def map_points(
     todo = [i for i, result in enumerate(results) if result is None]
     _COUNTS["cached"] += len(points) - len(todo)
     _COUNTS["computed"] += len(todo)
-    bar = tqdm(total=len(points), initial=len(points) - len(todo), desc=desc or experiment, disable=None)
+    bar = progress_bar(len(points), len(points) - len(todo), desc or experiment)
 
     def finish(i, result):
         result = json.loads(json.dumps(result))  # the same plain values whether fresh or cached
