@@ -2,6 +2,7 @@
 
 import json
 import re
+import subprocess
 import tokenize
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import flatbook.flattest
 from flatbook.cli import main
 from flatbook.errors import FlatbookInputError
 from flatbook.experiments import SCALES, bad_interpolators
-from flatbook.figures import REGISTRY, get_spec, make, registry
+from flatbook.figures import REGISTRY, get_spec, make, registry, saving
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,7 +26,17 @@ def test_every_figure_regenerates_at_smoke_scale(figure_id, tmp_path):
         assert (tmp_path / f"{figure_id}.{ext}").stat().st_size > 1000 or ext == "json"
     stored = json.loads((tmp_path / f"{figure_id}.json").read_text())
     assert stored == json.loads(json.dumps(sidecar, default=str))
-    for key in ("id", "scale", "config", "git_commit", "versions", "wall_time_s", "device", "chapter"):
+    for key in (
+        "id",
+        "scale",
+        "config",
+        "git_commit",
+        "flatbook_version",
+        "versions",
+        "wall_time_s",
+        "device",
+        "chapter",
+    ):
         assert key in stored
     assert stored["scale"] == "smoke" and stored["id"] == figure_id
     assert "seed" in stored["config"] and stored["versions"]["torch"]
@@ -129,3 +140,35 @@ def test_declaring_a_figure_checks_its_id_and_experiment(monkeypatch):
         registry.figure("ch3-gap", bad_interpolators, "again")(lambda tables: None)
     with pytest.raises(TypeError, match="is not an experiment module"):
         registry.figure("ch9-new", flatbook.flattest, "no run")
+
+
+def _git_init(path):
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+
+
+def test_sidecar_cites_the_commit_of_flatbooks_own_checkout():
+    commit = saving.git_commit()
+    assert saving.own_checkout() == ROOT
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert commit is not None and commit.startswith(head)
+
+
+def test_an_installed_copy_inside_another_repository_cites_no_commit(tmp_path):
+    """flatbook in a site-packages that sits in some other git work tree: that tree's commit is not flatbook's."""
+    _git_init(tmp_path)
+    package = tmp_path / ".venv" / "lib" / "python3.11" / "site-packages" / "flatbook"
+    package.mkdir(parents=True)
+    assert saving.own_checkout(package) is None and saving.git_commit(package) is None
+
+
+def test_a_source_tree_of_another_project_cites_no_commit(tmp_path):
+    _git_init(tmp_path)
+    (tmp_path / "src" / "flatbook").mkdir(parents=True)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "not-flatbook"\n')
+    assert saving.own_checkout(tmp_path / "src" / "flatbook") is None
+
+
+def test_a_flatbook_source_tree_outside_git_cites_no_commit(tmp_path):
+    (tmp_path / "src" / "flatbook").mkdir(parents=True)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "flatbook"\n')
+    assert saving.own_checkout(tmp_path / "src" / "flatbook") is None

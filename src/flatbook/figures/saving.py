@@ -5,34 +5,54 @@ from __future__ import annotations
 import dataclasses
 import json
 import platform
+import re
 import subprocess
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from .. import __version__
 from ..backend import default_device
 from ..errors import FlatbookInputError
 from ..experiments import SCALES, config_for
 from .registry import get_spec
 
+PACKAGE = Path(__file__).resolve().parents[1]
 
-def _git_commit() -> str | None:
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True).stdout
+
+
+def own_checkout(package: Path = PACKAGE) -> Path | None:
+    """The root of flatbook's own git checkout when ``package`` runs from it (``<root>/src/flatbook`` with
+    flatbook's pyproject.toml, and ``<root>`` the top of a git work tree); None otherwise, e.g. when flatbook is
+    installed in a site-packages that happens to sit inside some other repository."""
+    root = package.parent.parent
+    pyproject = root / "pyproject.toml"
+    if package.parent.name != "src" or not pyproject.is_file():
+        return None
+    if not re.search(r'^name\s*=\s*"flatbook"', pyproject.read_text(), re.M):
+        return None
     try:
-        root = Path(__file__).resolve().parents[3]
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "src", "book"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        return commit + ("+uncommitted-changes" if dirty else "")
+        toplevel = Path(_git(root, "rev-parse", "--show-toplevel").strip()).resolve()
     except (OSError, subprocess.SubprocessError):
-        return None  # not a git checkout (e.g. an installed wheel)
+        return None
+    return root if toplevel == root.resolve() else None
+
+
+def git_commit(package: Path = PACKAGE) -> str | None:
+    """The commit of flatbook's own checkout (``+uncommitted-changes`` if src/ or book/ differ from it); None
+    when the package does not run from its checkout (the sidecar then cites the package version only)."""
+    root = own_checkout(package)
+    if root is None:
+        return None
+    try:
+        commit = _git(root, "rev-parse", "HEAD").strip()
+        dirty = _git(root, "status", "--porcelain", "--", "src", "book").strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+uncommitted-changes" if dirty else "")
 
 
 def _versions() -> dict:
@@ -75,7 +95,8 @@ def make(
         "experiment": spec.computed_by,
         "plot": spec.drawn_by,
         "config": dataclasses.asdict(config),
-        "git_commit": _git_commit(),
+        "flatbook_version": __version__,
+        "git_commit": git_commit(),
         "versions": _versions(),
         "device": str(default_device()),
         "machine": platform.machine(),
