@@ -36,7 +36,7 @@ def test_second_run_is_served_from_the_cache(isolated_cache):
     CALLS.clear()
     second = map_points(toy_point, Toy(), POINTS, experiment="toy")
     assert CALLS == [] and second == first
-    assert len(list((isolated_cache / "toy").glob("*.json"))) == 6
+    assert len(list((isolated_cache / "toy").glob("*/*.json"))) == 6
     # Another config is another set of points.
     map_points(toy_point, Toy(scale=3.0), POINTS, experiment="toy")
     assert CALLS == list(range(6))
@@ -55,7 +55,7 @@ def test_an_interrupted_sweep_resumes(isolated_cache):
 
 def test_corrupt_cache_entries_are_recomputed(isolated_cache):
     map_points(toy_point, Toy(), POINTS[:1], experiment="toy")
-    (entry,) = (isolated_cache / "toy").glob("*.json")
+    (entry,) = (isolated_cache / "toy").glob("*/*.json")
     entry.write_text("{not json")
     CALLS.clear()
     assert map_points(toy_point, Toy(), POINTS[:1], experiment="toy") == [[{"x": 0, "y": 0.0}]]
@@ -139,3 +139,61 @@ def test_drawing_and_style_edits_keep_the_cache_key(tmp_path):
     )
     runner.code_fingerprint.cache_clear()
     assert runner.code_fingerprint(package) != before
+
+
+def _fill(isolated_cache, experiment="symmetry_paradox"):
+    """Six points of the current code, and two left by older code (another fingerprint folder)."""
+    map_points(toy_point, Toy(), POINTS, experiment=experiment)
+    old = isolated_cache / experiment / "0123456789abcdef"
+    old.mkdir(parents=True)
+    for name in ("a", "b"):
+        (old / f"{name}.json").write_text("[]")
+
+
+def test_cache_summary_tells_current_from_stale(isolated_cache):
+    _fill(isolated_cache)
+    rows = {row["experiment"]: row for row in runner.cache_summary()}
+    assert set(rows) == set(runner.experiment_names()) and "runner" not in rows
+    assert (rows["symmetry_paradox"]["current"], rows["symmetry_paradox"]["stale"]) == (6, 2)
+    assert rows["symmetry_paradox"]["current_bytes"] > 0 and rows["convex_dual"]["current"] == 0
+
+
+def test_clear_stale_keeps_the_current_points(isolated_cache):
+    _fill(isolated_cache)
+    assert runner.clear_cache(["symmetry_paradox"], stale_only=True) == 2
+    CALLS.clear()
+    map_points(toy_point, Toy(), POINTS, experiment="symmetry_paradox")
+    assert CALLS == []  # still served from the cache
+    assert runner.clear_cache(["symmetry_paradox"]) == 6
+    map_points(toy_point, Toy(), POINTS, experiment="symmetry_paradox")
+    assert CALLS == list(range(6))
+
+
+def test_clear_names_only_known_experiments(isolated_cache):
+    _fill(isolated_cache)
+    with pytest.raises(FlatbookInputError, match="unknown experiment 'symetry_paradox'"):
+        runner.clear_cache(["symetry_paradox"])
+    assert runner.cache_summary(["symmetry_paradox"])[0]["current"] == 6  # nothing was deleted
+
+
+def test_cache_commands_say_what_they_did(isolated_cache, capsys):
+    from flatbook.cli import main
+
+    _fill(isolated_cache)
+    assert main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert str(isolated_cache) in out and "6 points" in out and "2 points" in out
+    assert main(["cache", "clear", "symmetry_paradox", "--stale"]) == 0
+    assert "removed 2 stale cached points" in capsys.readouterr().out
+    assert main(["cache", "clear", "nope"]) == 2
+    assert "unknown experiment 'nope'" in capsys.readouterr().err
+    assert main(["cache", "clear"]) == 0
+    assert "removed 6 cached points" in capsys.readouterr().out
+
+
+def test_cache_commands_with_the_cache_off(monkeypatch, capsys):
+    from flatbook.cli import main
+
+    monkeypatch.setenv("FLATBOOK_CACHE", "off")
+    assert main(["cache", "info"]) == 2
+    assert "the cache is off" in capsys.readouterr().err

@@ -1,4 +1,8 @@
-"""Command line: ``flatbook figure ID --scale {smoke,book,paper} --out DIR`` (also ``python -m flatbook``)."""
+"""Command line (also ``python -m flatbook``).
+
+- ``flatbook figure ID ... --scale {smoke,book,paper} --out DIR [--jobs N] [--backend B] [--scheduler ADDR]``
+- ``flatbook cache info [EXPERIMENT ...]`` and ``flatbook cache clear [EXPERIMENT ...] [--stale]``
+"""
 
 from __future__ import annotations
 
@@ -50,6 +54,29 @@ def _figure(args) -> int:
     return 0
 
 
+def _size(n_bytes: int) -> str:
+    return f"{n_bytes / 1e6:.1f} MB" if n_bytes >= 1e5 else f"{n_bytes / 1e3:.1f} kB"
+
+
+def _cache(args) -> int:
+    from .experiments.runner import cache_dir, cache_summary, clear_cache
+
+    if args.action == "info":
+        rows = cache_summary(args.experiments)
+        print(f"cache: {cache_dir()}  (FLATBOOK_CACHE moves it)")
+        width = max(len(row["experiment"]) for row in rows)
+        print(f"{'experiment':<{width}}  {'current code':>22}  {'older code (stale)':>22}")
+        for row in rows:
+            current = f"{row['current']} points, {_size(row['current_bytes'])}"
+            stale = f"{row['stale']} points, {_size(row['stale_bytes'])}"
+            print(f"{row['experiment']:<{width}}  {current:>22}  {stale:>22}")
+        return 0
+    removed = clear_cache(args.experiments, stale_only=args.stale)
+    which = "stale " if args.stale else ""
+    print(f"removed {removed} {which}cached points from {cache_dir()}")
+    return 0
+
+
 def _version() -> str:
     from . import __version__
 
@@ -72,9 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     figure.add_argument("--out", default="figures", help="output folder (default: ./figures)")
     figure.add_argument("--jobs", type=int, default=None, help="parallel processes (default: $FLATBOOK_JOBS or 1)")
     figure.add_argument("--backend", default=None, help="loky (default) or dask (needs a running Client)")
+    cache = commands.add_parser("cache", help="what the experiment cache holds, and clearing it")
+    cache.add_argument("action", choices=("info", "clear"), help="info: points per experiment; clear: delete them")
+    cache.add_argument("experiments", nargs="*", metavar="EXPERIMENT", help="experiment names (default: all)")
+    cache.add_argument("--stale", action="store_true", help="clear only points computed by older code")
     args = parser.parse_args(argv)
     try:
-        return _figure(args)
+        return _cache(args) if args.command == "cache" else _figure(args)
     except FlatbookInputError as exc:
         print(f"flatbook: error: {exc}", file=sys.stderr)
         return 2

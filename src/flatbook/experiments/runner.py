@@ -16,7 +16,10 @@ instant and an interrupted sweep resumes where it stopped.
   fingerprint cannot see: bump it when the results change meaning without a
   change in this package's code (a solver or library upgrade that changes the
   numbers, a changed reading of a field), and every point of that experiment is
-  computed again.  ``FLATBOOK_CACHE=off`` disables the cache.
+  computed again.  ``FLATBOOK_CACHE=off`` disables the cache.  Entries sit in
+  ``<cache>/<experiment>/<fingerprint>/<key>.json``, so :func:`cache_summary`
+  (``flatbook cache info``) tells entries of the current code from stale ones
+  and :func:`clear_cache` (``flatbook cache clear``) removes either.
 - Progress: a ``tqdm.auto`` bar per sweep (a widget in Jupyter when ipywidgets is installed, text
   otherwise; on a terminal only when it is interactive).  ``FLATBOOK_PROGRESS=off`` silences it
   (the book build does, so that no bar lands in a page); ``FLATBOOK_PROGRESS=on`` forces it.
@@ -97,6 +100,60 @@ def point_key(experiment: str, config, point: dict, version: int = 0) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
+def experiment_names() -> list[str]:
+    """The experiments whose points the cache can hold: the modules of :mod:`flatbook.experiments`."""
+    import pkgutil
+
+    return sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name != "runner")
+
+
+def entry_path(directory: Path, experiment: str, key: str) -> Path:
+    """Where one point's result is cached: under a folder named by the computing-code fingerprint."""
+    return directory / experiment / code_fingerprint()[:16] / f"{key}.json"
+
+
+def _check_experiments(experiments) -> list[str]:
+    known = experiment_names()
+    unknown = [name for name in experiments if name not in known]
+    if unknown:
+        raise FlatbookInputError(f"unknown experiment {', '.join(map(repr, unknown))}; choose from {', '.join(known)}.")
+    return list(experiments) or known
+
+
+def cache_summary(experiments=()) -> list[dict]:
+    """One row per experiment: cached points of the current code and stale ones (older code), with their bytes."""
+    directory = cache_dir()
+    if directory is None:
+        raise FlatbookInputError("the cache is off (FLATBOOK_CACHE=off): there is nothing to summarise.")
+    current = code_fingerprint()[:16]
+    rows = []
+    for name in _check_experiments(experiments):
+        row = {"experiment": name, "current": 0, "current_bytes": 0, "stale": 0, "stale_bytes": 0}
+        for path in (directory / name).glob("*/*.json"):
+            kind = "current" if path.parent.name == current else "stale"
+            row[kind] += 1
+            row[f"{kind}_bytes"] += path.stat().st_size
+        rows.append(row)
+    return rows
+
+
+def clear_cache(experiments=(), *, stale_only: bool = False) -> int:
+    """Delete the cached points of ``experiments`` (default: all), or only those of older code; return how many."""
+    import shutil
+
+    directory = cache_dir()
+    if directory is None:
+        raise FlatbookInputError("the cache is off (FLATBOOK_CACHE=off): there is nothing to clear.")
+    current = code_fingerprint()[:16]
+    removed = 0
+    for name in _check_experiments(experiments):
+        for folder in (directory / name).glob("*"):
+            if folder.is_dir() and not (stale_only and folder.name == current):
+                removed += sum(1 for _ in folder.glob("*.json"))
+                shutil.rmtree(folder)
+    return removed
+
+
 def _load(path: Path):
     try:
         return json.loads(path.read_text())
@@ -152,7 +209,7 @@ def map_points(
     jobs = _default_jobs() if jobs is None else jobs
     directory = cache_dir()
     paths = [
-        directory / experiment / f"{point_key(experiment, config, p, version)}.json" if directory else None
+        entry_path(directory, experiment, point_key(experiment, config, p, version)) if directory else None
         for p in points
     ]
     results = [_load(path) if path is not None and path.exists() else None for path in paths]
