@@ -3,6 +3,7 @@
 import json
 import re
 import subprocess
+import sys
 import tokenize
 from pathlib import Path
 
@@ -82,9 +83,46 @@ def test_cli_rejects_every_bad_argument_before_computing(capsys, tmp_path, monke
     assert "--jobs must be a positive number" in capsys.readouterr().err
     assert main(["figure", "ch1-paradox", "--backend", "spark", "--out", str(tmp_path)]) == 2
     assert "unknown backend 'spark'" in capsys.readouterr().err
+    scheduler = ["--scheduler", "tcp://127.0.0.1:1", "--out", str(tmp_path)]
+    assert main(["figure", "ch1-paradox", *scheduler, "--backend", "loky"]) == 2
+    assert "cannot be combined with --backend loky" in capsys.readouterr().err
+    assert main(["figure", "ch1-paradox", *scheduler, "--jobs", "2"]) == 2
+    assert "--jobs counts local processes" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0 and capsys.readouterr().out.startswith("flatbook ")
+
+
+def test_cli_rejects_an_unreachable_scheduler_before_computing(capsys, tmp_path, monkeypatch):
+    pytest.importorskip("distributed")
+    import flatbook.figures as figures
+
+    monkeypatch.setattr(figures, "make", lambda *a, **k: pytest.fail("computed before connecting"))
+    monkeypatch.setenv("FLATBOOK_SCHEDULER", "tcp://127.0.0.1:1")  # nothing listens on port 1
+    assert main(["figure", "ch1-paradox", "--out", str(tmp_path)]) == 2
+    assert "cannot reach a Dask scheduler at 'tcp://127.0.0.1:1'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_runs_the_points_on_a_scheduler_from_the_shell(tmp_path, monkeypatch):
+    """`flatbook figure --scheduler ADDRESS`, in a separate process, against a LocalCluster this test starts."""
+    distributed = pytest.importorskip("distributed")
+    monkeypatch.setenv("FLATBOOK_CACHE", "off")  # the points must be computed, on the cluster
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        before = cluster.scheduler.transition_counter
+        command = [sys.executable, "-m", "flatbook", "figure", "ch1-orbit-curves", "--scale", "smoke"]
+        done = subprocess.run(
+            [*command, "--out", str(tmp_path), "--scheduler", cluster.scheduler_address],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        assert cluster.scheduler.transition_counter > before  # the cluster ran the figure's points
+    assert f"Dask scheduler at {cluster.scheduler_address}" in done.stderr
+    assert (tmp_path / "ch1-orbit-curves.png").exists()
 
 
 @pytest.mark.slow

@@ -89,10 +89,12 @@ def test_dask_local_cluster_gives_the_same_table(monkeypatch):
     local = symmetry_paradox.run(config, backend="loky")
     with (
         distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
-        distributed.Client(cluster),
+        distributed.Client(cluster) as client,
     ):
         on_cluster = symmetry_paradox.run(config, backend="dask")
+        executed = client.run(lambda dask_worker: dask_worker.state.executed_count)
     assert on_cluster == local
+    assert sum(executed.values()) == len(config.activations)  # each point was a task on a worker
 
 
 def test_bad_settings_are_rejected(monkeypatch):

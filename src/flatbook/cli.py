@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import sys
 
 from .errors import FlatbookInputError
@@ -16,7 +17,7 @@ from .experiments.runner import BACKENDS
 
 
 def _figure(args) -> int:
-    from .figures import REGISTRY, make
+    from .figures import REGISTRY
 
     if args.list:
         width = max(len(i) for i in REGISTRY)
@@ -45,13 +46,36 @@ def _figure(args) -> int:
         raise FlatbookInputError(f"--jobs must be a positive number of processes, got {args.jobs}.")
     if args.backend is not None and args.backend not in BACKENDS:
         raise FlatbookInputError(f"unknown backend {args.backend!r}; choose one of {', '.join(BACKENDS)}.")
+    scheduler = args.scheduler or os.environ.get("FLATBOOK_SCHEDULER", "").strip() or None
+    if scheduler is not None:
+        if args.backend not in (None, "dask"):
+            raise FlatbookInputError(
+                f"--scheduler runs the points with Dask; it cannot be combined with --backend {args.backend}."
+            )
+        if args.jobs is not None:
+            raise FlatbookInputError("--jobs counts local processes; with --scheduler the cluster's workers decide.")
+        from .experiments.runner import connect_scheduler
+
+        client = connect_scheduler(scheduler)  # before anything is computed: an unreachable address fails now
+        args.backend = "dask"
+        print(f"flatbook: running the points on the Dask scheduler at {scheduler}", file=sys.stderr)
+    try:
+        _make_all(ids, args)
+    finally:
+        if scheduler is not None:
+            client.close()
+    return 0
+
+
+def _make_all(ids, args) -> None:
+    from .figures import make
+
     for figure_id in ids:
         sidecar = make(figure_id, scale=args.scale, out=args.out, jobs=args.jobs, backend=args.backend)
         print(
             f"{figure_id}: {', '.join(sidecar['files'])} + {figure_id}.json in {args.out} "
             f"({sidecar['wall_time_s']:.1f} s, scale {args.scale})"
         )
-    return 0
 
 
 def _size(n_bytes: int) -> str:
@@ -98,7 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     figure.add_argument("--scale", default="book", help=f"one of {', '.join(SCALES)} (default: book)")
     figure.add_argument("--out", default="figures", help="output folder (default: ./figures)")
     figure.add_argument("--jobs", type=int, default=None, help="parallel processes (default: $FLATBOOK_JOBS or 1)")
-    figure.add_argument("--backend", default=None, help="loky (default) or dask (needs a running Client)")
+    figure.add_argument("--backend", default=None, help="loky (default) or dask (needs --scheduler)")
+    figure.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run the points on the Dask scheduler at ADDRESS, e.g. tcp://host:8786 (default: $FLATBOOK_SCHEDULER)",
+    )
     cache = commands.add_parser("cache", help="what the experiment cache holds, and clearing it")
     cache.add_argument("action", choices=("info", "clear"), help="info: points per experiment; clear: delete them")
     cache.add_argument("experiments", nargs="*", metavar="EXPERIMENT", help="experiment names (default: all)")

@@ -25,8 +25,10 @@ instant and an interrupted sweep resumes where it stopped.
   (the book build does, so that no bar lands in a page); ``FLATBOOK_PROGRESS=on`` forces it.
 - Parallel: ``jobs`` processes (joblib, loky); ``FLATBOOK_JOBS`` sets the
   default (1).  ``backend="dask"`` (or ``FLATBOOK_BACKEND=dask``) runs the same
-  points on a ``dask.distributed`` cluster through joblib's Dask backend: start
-  a ``dask.distributed.Client`` first, nothing else changes.
+  points on a ``dask.distributed`` cluster, one task per point: start
+  a ``dask.distributed.Client`` first, or name a running scheduler with
+  ``FLATBOOK_SCHEDULER=tcp://host:8786`` (``flatbook figure --scheduler``), and
+  nothing else changes.
 """
 
 from __future__ import annotations
@@ -179,6 +181,40 @@ def _default_jobs() -> int:
     return jobs
 
 
+def connect_scheduler(address: str, timeout: float = 30.0):
+    """A ``dask.distributed.Client`` connected to the scheduler at ``address`` (e.g. ``tcp://host:8786``)."""
+    try:
+        from distributed import Client
+    except ImportError as exc:
+        raise FlatbookInputError("a Dask scheduler needs dask.distributed: pip install 'flatbook[cluster]'.") from exc
+    try:
+        return Client(address, timeout=timeout)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        raise FlatbookInputError(
+            f"cannot reach a Dask scheduler at {address!r} ({type(exc).__name__}: {exc}); start one with "
+            "`dask scheduler` and workers with `dask worker ADDRESS`, then pass its tcp:// address."
+        ) from exc
+
+
+def _dask_client():
+    """The running Client, else one connected to ``$FLATBOOK_SCHEDULER``; a clear error when neither exists."""
+    try:
+        from distributed import get_client
+    except ImportError as exc:
+        raise FlatbookInputError("backend='dask' needs dask.distributed: pip install 'flatbook[cluster]'.") from exc
+    try:
+        return get_client()
+    except ValueError:
+        address = os.environ.get("FLATBOOK_SCHEDULER", "").strip()
+        if address:
+            return connect_scheduler(address)
+        raise FlatbookInputError(
+            "backend='dask' needs a running dask.distributed Client: "
+            "`from dask.distributed import Client; client = Client(...)` first, "
+            "or FLATBOOK_SCHEDULER=tcp://host:8786 (pip install 'flatbook[cluster]')."
+        ) from None
+
+
 def _compute(function, config, point: dict):
     """One point, with :class:`~flatbook.errors.SolverFallbackWarning` silenced: a fallback to Clarabel is
     certified like any answer, and in a sweep its warning would only print into the book's pages."""
@@ -225,30 +261,24 @@ def map_points(
         results[i] = result
         bar.update(1)
 
-    if backend == "loky" and jobs == 1:
+    if backend == "dask":
+        # Straight to the cluster, each point one task, stored as it arrives.  (joblib's Dask backend runs
+        # everything in this process when the cluster has a single core.)
+        from distributed import as_completed
+
+        client = _dask_client()
+        futures = {client.submit(_compute, function, config, points[i], pure=False): i for i in todo}
+        for future in as_completed(futures):
+            finish(futures[future], future.result())
+    elif jobs == 1:
         for i in todo:
             finish(i, _compute(function, config, points[i]))
     else:
         import joblib
 
-        if backend == "dask":
-            try:
-                from distributed import get_client
-
-                get_client()
-            except (ImportError, ValueError) as exc:
-                raise FlatbookInputError(
-                    "backend='dask' needs a running dask.distributed Client: "
-                    "`from dask.distributed import Client; client = Client(...)` first "
-                    "(pip install 'flatbook[cluster]')."
-                ) from exc
-            context = joblib.parallel_config(backend="dask")
-        else:
-            context = joblib.parallel_config(
-                backend="loky", n_jobs=jobs, inner_max_num_threads=max(1, (os.cpu_count() or 1) // jobs)
-            )
-        with context:
-            outputs = joblib.Parallel(n_jobs=jobs if backend == "loky" else -1, return_as="generator")(
+        threads = max(1, (os.cpu_count() or 1) // jobs)
+        with joblib.parallel_config(backend="loky", n_jobs=jobs, inner_max_num_threads=threads):
+            outputs = joblib.Parallel(n_jobs=jobs, return_as="generator")(
                 joblib.delayed(_compute)(function, config, points[i]) for i in todo
             )
             for i, result in zip(todo, outputs, strict=True):
