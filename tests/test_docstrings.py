@@ -1,5 +1,7 @@
-"""Every book equation the package's docstrings and comments cite (``eq-…``) exists in the book."""
+"""The package documents itself: every book equation a docstring cites (``eq-…``) exists in the book, every
+public module declares ``__all__``, and the API page documents every module."""
 
+import importlib
 import re
 from pathlib import Path
 
@@ -45,3 +47,26 @@ def test_the_package_cites_equations():
 )
 def test_cited_equation_exists_in_the_book(label):
     assert label in book_labels(), f"{label}, cited in {', '.join(CITED[label])}, is not an equation label in book/"
+
+
+PUBLIC_MODULES = sorted(
+    ".".join(path.relative_to(ROOT / "src").with_suffix("").parts).removesuffix(".__init__")
+    for path in (ROOT / "src" / "flatbook").rglob("*.py")
+    if path.name != "__main__.py"
+)
+
+
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_every_public_module_declares_what_it_exports(module_name):
+    module = importlib.import_module(module_name)
+    exported = getattr(module, "__all__", None)
+    assert exported, f"{module_name} declares no __all__"
+    missing = [name for name in exported if not hasattr(module, name)]
+    assert not missing, f"{module_name}.__all__ names what it does not define: {missing}"
+    assert len(set(exported)) == len(exported)
+
+
+def test_the_api_page_documents_every_public_module():
+    page = (ROOT / "book" / "api.md").read_text()
+    documented = set(re.findall(r"^\.\. automodule:: (\S+)", page, re.M))
+    assert documented == set(PUBLIC_MODULES) - {"flatbook.cli"}, "book/api.md and the package's modules disagree"

@@ -22,6 +22,16 @@ import torch
 from .errors import FlatbookInputError
 from .named import Named
 
+__all__ = [
+    "HomogeneousActivation",
+    "LeakyReLU",
+    "ReLU",
+    "Quadratic",
+    "ReLUPower",
+    "ACTIVATION_NAMES",
+    "get_activation",
+]
+
 
 def _half_gaussian_moment(q: float) -> float:
     """E[g^q 1{g > 0}] = 2^{q/2} Γ((q+1)/2) / (2 √π) for g ~ N(0, 1)."""
@@ -161,11 +171,12 @@ _REGISTRY = {
     "relu_power": ReLUPower,
 }
 
+#: the names :func:`get_activation` accepts
 ACTIVATION_NAMES = tuple(_REGISTRY)
 
 
 def get_activation(name, **params) -> HomogeneousActivation:
-    """The homogeneous activation called ``name`` (one of :data:`ACTIVATION_NAMES`).
+    """The homogeneous activation called ``name`` (one of :data:`~flatbook.activations.ACTIVATION_NAMES`).
 
     An existing :class:`HomogeneousActivation` is returned unchanged.
     """

@@ -16,6 +16,9 @@ import torch
 
 from .errors import FlatbookInputError
 
+__all__ = ["DTYPE", "default_device", "as_tensor", "check_data", "check_binary_labels", "row_chunks"]
+
+#: every tensor of the package is float64
 DTYPE = torch.float64
 
 
@@ -42,7 +45,7 @@ def default_device() -> torch.device:
 def as_tensor(value, name: str, *, ndim: int | None = None, device=None) -> torch.Tensor:
     """Convert ``value`` to a float64 tensor on the flatbook device, checking shape and finiteness.
 
-    Raises :class:`FlatbookInputError` naming ``name`` if ``value`` has the wrong
+    Raises :class:`~flatbook.errors.FlatbookInputError` naming ``name`` if ``value`` has the wrong
     number of dimensions or contains NaN or inf.
     """
     if value is None:

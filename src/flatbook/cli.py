@@ -15,6 +15,8 @@ from .errors import FlatbookInputError
 from .experiments import SCALES
 from .experiments.runner import BACKENDS
 
+__all__ = ["main"]
+
 
 def _figure(args) -> int:
     from .figures import REGISTRY

@@ -20,6 +20,22 @@ from .backend import DTYPE, as_tensor, default_device
 from .errors import FlatbookInputError
 from .gaussian import gaussian_kernel, kernel_available
 
+__all__ = [
+    "random_orthonormal",
+    "SumOfRidges",
+    "ProductLink",
+    "MultiIndexModel",
+    "single_index",
+    "sum_of_single_index",
+    "multi_index_product",
+    "PopulationLoss",
+    "exact_population_loss_available",
+    "population_loss",
+    "LabelledData",
+    "teacher_student_classification",
+    "digits_parity",
+]
+
 
 def _generator(seed: int) -> torch.Generator:
     if not isinstance(seed, int) or isinstance(seed, bool):

@@ -5,6 +5,15 @@ exception a caller would expect (``ValueError`` for bad input, ``RuntimeError``
 for a solver that failed), so ``except ValueError`` keeps working.
 """
 
+__all__ = [
+    "FlatbookInputError",
+    "InfeasibleInterpolationError",
+    "UnboundedFlatnessError",
+    "SolverError",
+    "FlatbookWarning",
+    "SolverFallbackWarning",
+]
+
 
 class FlatbookInputError(ValueError):
     """An argument has the wrong shape, type, sign or contains NaN/inf."""

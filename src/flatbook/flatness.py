@@ -25,6 +25,18 @@ from .backend import as_tensor, check_data, row_chunks
 from .errors import FlatbookInputError, UnboundedFlatnessError
 from .network import TwoLayerNet
 
+__all__ = [
+    "orbit_minimum",
+    "trace_coefficients",
+    "hessian_trace",
+    "min_flatness",
+    "optimal_rescaling",
+    "unit_flatness_weights",
+    "flatness_weights",
+    "population_flatness_weight",
+    "orbit_flatness",
+]
+
 
 def _neuron_sums(theta, X, activation, a=None, residuals=None):
     """Per-neuron sums over samples: Σ_i σ(z_ij)², Σ_i σ'(z_ij)² ‖x_i‖², Σ_i r_i σ''(z_ij) ‖x_i‖²."""

@@ -52,6 +52,16 @@ from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverErro
 from .flatness import flatness_weights, orbit_flatness
 from .network import TwoLayerNet
 
+__all__ = [
+    "FlattestResult",
+    "feature_matrix",
+    "dual_objective",
+    "NEWTON_MIN_SIZE",
+    "certify",
+    "flattest_outer_weights",
+    "other_interpolators",
+]
+
 
 @dataclass
 class FlattestResult:
@@ -407,8 +417,8 @@ def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "aut
     directions matter.  Needs m ≥ n and a feature matrix Φ of rank n.
     ``solver`` is ``"auto"`` (the fast solver, except Clarabel for p = 1 below :data:`NEWTON_MIN_SIZE`),
     ``"newton"``, or a cvxpy solver name, with ``solver_options`` passed to
-    ``cvxpy.Problem.solve``.  Raises :class:`InfeasibleInterpolationError` if no
-    interpolator exists and :class:`SolverError` if the solution cannot be
+    ``cvxpy.Problem.solve``.  Raises :class:`~flatbook.errors.InfeasibleInterpolationError` if no
+    interpolator exists and :class:`~flatbook.errors.SolverError` if the solution cannot be
     certified to ``residual_tol`` (relative to max|y|) and ``gap_tol``
     (relative duality gap); the Newton solver first falls back to Clarabel.
     """

@@ -31,6 +31,8 @@ from .mirror import Weighted, get_potential
 from .network import TwoLayerNet
 from .training import TrainingRun, mirror_descent
 
+__all__ = ["MirrorSolution", "flattest_by_mirror_descent"]
+
 
 @dataclass
 class MirrorSolution:

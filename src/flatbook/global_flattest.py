@@ -205,7 +205,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     ``teacher`` (k, d, orthonormal rows) with ``max_alignment`` = ρ0 ∈ [0, 1) restricts every
     direction to ρ(u) = ‖Θ* u‖ ≤ ρ0: the flattest ρ0-bad interpolator.  ``start_directions``
     warm-start the master (they are projected into the admissible set); if there are exactly
-    ``width`` of them, the result is never worse than :func:`flattest_outer_weights` on them.
+    ``width`` of them, the result is never worse than :func:`~flatbook.flattest.flattest_outer_weights` on them.
     Column generation runs at most ``rounds`` rounds and stops when the master's value is within
     ``tol`` (relative) of the best lower bound (proven where pricing is exact, estimated else).
     ``exact_pricing=False`` switches the arrangement enumeration off (for tests of the

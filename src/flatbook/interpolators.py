@@ -5,7 +5,7 @@ A direction with alignment exactly ρ ∈ [0, 1] to span(Θ*) is
 a random unit vector in its orthogonal complement (book, notation chapter:
 ρ(θ) = ‖P_{Θ*} θ‖ / ‖θ‖).  ρ = 0 gives the *bad* directions of chapter 3 (inner
 weights orthogonal to the teacher); ρ = 1 gives directions inside the teacher
-span.  Combined with :func:`flatbook.flattest_outer_weights` these give the
+span.  Combined with :func:`~flatbook.flattest.flattest_outer_weights` these give the
 interpolators that the chapters compare.
 """
 
@@ -17,6 +17,14 @@ import torch
 
 from .backend import DTYPE, as_tensor, default_device
 from .errors import FlatbookInputError
+
+__all__ = [
+    "directions_with_alignment",
+    "orthogonal_directions",
+    "teacher_and_random_directions",
+    "random_directions",
+    "alignment_projector",
+]
 
 
 def _unit_rows(x: torch.Tensor) -> torch.Tensor:

@@ -18,6 +18,8 @@ from .backend import check_binary_labels, check_data
 from .errors import FlatbookInputError
 from .mirror import Potential, get_potential
 
+__all__ = ["network_degree", "parameters", "smallest_margin", "normalised_margin", "q_margin"]
+
 
 def network_degree(net) -> float:
     """L = 1 + c: h(λw, x) = λ^L h(w, x) for λ > 0."""

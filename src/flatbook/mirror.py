@@ -11,14 +11,14 @@ Fenchel-Young equality, eq. ``eq-fenchel-young``); the *horizon function*
 ``φ_α(w) = lim_{η→0} η (α Q(∇R(w/η)))^{1/α}`` (eq. ``eq-horizon``) is the
 shape of R's level sets at infinity, a norm for every potential here:
 
-================================  =====================================  ===  ===========================
-potential                          r(w)                                   α    φ_α(w)
-================================  =====================================  ===  ===========================
-:class:`Euclidean`                 w²/2                                   2    ‖w‖₂
-:class:`HyperbolicEntropy` (β)     w asinh(w/β) − √(w²+β²) + β            1    ‖w‖₁
-:class:`PNorm` (p, β)              ((w²+β²)^{p/2} − β^p)/p                p    (p−1)^{1/p} ‖w‖_p
-:class:`PNormPlusQuadratic` (p,β)  |w|^p/p + β w²/2                       p    (p−1)^{1/p} ‖w‖_p
-================================  =====================================  ===  ===========================
+==================================  ===========================  =  =================
+potential                           r(w)                         α  φ_α(w)
+==================================  ===========================  =  =================
+:class:`Euclidean`                  w²/2                         2  ‖w‖₂
+:class:`HyperbolicEntropy` (β)      w asinh(w/β) − √(w²+β²) + β  1  ‖w‖₁
+:class:`PNorm` (p, β)               ((w²+β²)^{p/2} − β^p)/p      p  (p−1)^{1/p} ‖w‖_p
+:class:`PNormPlusQuadratic` (p, β)  (w²)^{p/2}/p + β w²/2        p  (p−1)^{1/p} ‖w‖_p
+==================================  ===========================  =  =================
 
 ``PNorm`` with β = 0 is the homogeneous potential ``|w|^p/p``; β > 0 smooths
 it at the origin without changing its horizon.  Use :func:`get_potential`.
@@ -32,6 +32,20 @@ import torch
 
 from .errors import FlatbookInputError
 from .named import Named
+
+__all__ = [
+    "Potential",
+    "Euclidean",
+    "HyperbolicEntropy",
+    "PNorm",
+    "PNormPlusQuadratic",
+    "Weighted",
+    "POTENTIAL_NAMES",
+    "get_potential",
+    "horizon_limit",
+    "balance",
+    "mirror_step",
+]
 
 #: Newton steps of the generic inverse mirror map (each safeguarded by bisection).
 _INVERSE_ITERATIONS = 60
@@ -302,6 +316,7 @@ _REGISTRY = {
     "p_norm": PNorm,
     "p_norm_plus_quadratic": PNormPlusQuadratic,
 }
+#: the names :func:`get_potential` accepts
 POTENTIAL_NAMES = tuple(_REGISTRY)
 
 

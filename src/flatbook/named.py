@@ -6,6 +6,8 @@ call that makes them again, e.g. ``get_potential('hyperbolic_entropy', beta=0.1)
 
 from __future__ import annotations
 
+__all__ = ["Named"]
+
 
 class Named:
     """Mixin: equality, hashing and ``repr`` from ``name`` and :meth:`params`."""

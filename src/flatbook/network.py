@@ -15,6 +15,8 @@ from .activations import HomogeneousActivation, get_activation
 from .backend import as_tensor, check_data, row_chunks
 from .errors import FlatbookInputError
 
+__all__ = ["forward", "TwoLayerNet"]
+
 
 def forward(a: torch.Tensor, theta: torch.Tensor, X: torch.Tensor,
             activation: HomogeneousActivation) -> torch.Tensor:
@@ -148,7 +150,7 @@ class TwoLayerNet:
 
         ``act`` may be ``nn.ReLU()``, ``nn.LeakyReLU(s)`` or any module for which ``activation``
         (a flatbook activation or its name) is given explicitly; the weights are copied in float64,
-        so :func:`~flatbook.hessian_trace` and :func:`~flatbook.min_flatness` apply to a model you
+        so :func:`~flatbook.flatness.hessian_trace` and :func:`~flatbook.flatness.min_flatness` apply to a model you
         trained yourself.  Any other architecture is rejected with the reason.
         """
         layers = list(module.children()) if isinstance(module, torch.nn.Sequential) else []

@@ -65,7 +65,7 @@ def all_activation_patterns(X) -> torch.Tensor:
 def flattest_relu_over_patterns(X, y, patterns, solver: str = "CLARABEL") -> PatternProgramResult:
     """Solve the group-norm SOCP of eq. ``eq-relu-cells`` over ``patterns`` with cvxpy (the reference).
 
-    Raises :class:`SolverError` if the solver fails or the patterns cannot interpolate y.
+    Raises :class:`~flatbook.errors.SolverError` if the solver fails or the patterns cannot interpolate y.
     """
     import cvxpy as cp
 

@@ -1,7 +1,7 @@
 """Searching for the flattest interpolator over all inner directions (book, chapters 3 and 4).
 
 For fixed directions the flattest interpolator is a convex program
-(:func:`flatbook.flattest_outer_weights`); over directions it is not.  Two
+(:func:`~flatbook.flattest.flattest_outer_weights`); over directions it is not.  Two
 searches, both returning certified interpolators:
 
 - :func:`dictionary_search`: many candidate directions (random, plus any the
@@ -30,6 +30,8 @@ from .flatness import unit_flatness_weights
 from .flattest import FlattestResult, flattest_outer_weights
 from .interpolators import random_directions
 
+__all__ = ["SearchResult", "interpolator_report", "dictionary_search", "direct_search"]
+
 
 @dataclass
 class SearchResult:
@@ -48,7 +50,7 @@ def interpolator_report(solution: FlattestResult, X, y, teacher: MultiIndexModel
                         n_test: int = 100_000, seed: int = 12345) -> dict:
     """Υ, interpolation residual, alignment of the neurons carrying the weight and population loss.
 
-    The weighted alignment is Σ_j |ã_j| ρ_j / Σ_j |ã_j| (:meth:`TwoLayerNet.weighted_alignment`).
+    The weighted alignment is Σ_j |ã_j| ρ_j / Σ_j |ã_j| (:meth:`~flatbook.network.TwoLayerNet.weighted_alignment`).
     """
     X, y = check_data(X, y)
     report = {"upsilon": solution.flatness, "residual": solution.residual,

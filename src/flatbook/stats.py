@@ -12,6 +12,8 @@ from scipy import stats
 
 from .errors import FlatbookInputError
 
+__all__ = ["loglog_slope", "mean_interval"]
+
 
 def loglog_slope(x, y) -> float:
     """Least-squares slope of log y against log x."""

@@ -33,6 +33,8 @@ import numpy as np
 from .errors import FlatbookInputError
 from .stats import loglog_slope, mean_interval
 
+__all__ = ["where", "one", "column", "distinct", "group", "index", "geomean", "slope_across_seeds"]
+
 Row = dict[str, Any]
 Table = list[Row]
 #: a field name, or a function of a row (e.g. a ratio of two fields)

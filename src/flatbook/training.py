@@ -28,6 +28,18 @@ from .errors import FlatbookInputError, SolverError
 from .mirror import Potential, get_potential, mirror_step
 from .network import TwoLayerNet
 
+__all__ = [
+    "OutputLoss",
+    "SquareLoss",
+    "LogisticLoss",
+    "ExponentialLoss",
+    "LOSSES",
+    "get_loss",
+    "TrainingRun",
+    "log_steps",
+    "mirror_descent",
+]
+
 
 class OutputLoss:
     """A loss ℓ(h, y) of one output, averaged over the data: value and derivative in h."""
@@ -78,6 +90,7 @@ class ExponentialLoss(OutputLoss):
         return -y * torch.exp(-y * out) / out.shape[0]
 
 
+#: the losses :func:`get_loss` accepts, by name
 LOSSES = {loss.name: loss for loss in (SquareLoss(), LogisticLoss(), ExponentialLoss())}
 
 

@@ -10,7 +10,7 @@ directions one batch at a time and drops unused ones; :class:`WeightedL1Master` 
 HiGHS model alive across these changes, so each re-solve starts from the previous basis
 (adding columns keeps the old basis primal feasible: the primal simplex continues from it).
 
-Unlike :func:`flatbook.flattest_outer_weights`, which fixes κ and p from the activation and
+Unlike :func:`~flatbook.flattest.flattest_outer_weights`, which fixes κ and p from the activation and
 needs at least n columns of full rank, the master takes any positive weights and any number
 of columns; while the columns cannot interpolate, it says so.
 """

@@ -23,6 +23,9 @@ import os
 
 from ..errors import FlatbookInputError
 
+__all__ = ["SCALES", "current_scale", "config_for"]
+
+#: the scales every experiment has a config for (see above)
 SCALES = ("smoke", "book", "paper")
 
 

@@ -35,6 +35,9 @@ from ..search import dictionary_search, direct_search, interpolator_report
 from ..tables import slope_across_seeds, where
 from .runner import map_points
 
+__all__ = ["CHAPTER", "VERSION", "Config", "CONFIGS", "run", "slopes", "gap"]
+
+#: the chapter that shows this experiment's figures
 CHAPTER = "book/03-bad-interpolators.md"
 #: bump when the results change meaning without a change in the package's computing code
 VERSION = 1
@@ -59,6 +62,7 @@ class Config:
     noise_sweep_std: float = 0.1
 
 
+#: the config of each scale (smoke, book, paper)
 CONFIGS = {
     "smoke": Config(
         activations=("relu", "quadratic"),

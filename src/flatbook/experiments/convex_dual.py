@@ -12,7 +12,7 @@ Tables:
 - ``weights``: |ã_j| of the solution, sorted;
 - ``balancedness``: for each width m, the flattest interpolator over m random directions
   (an upper bound on Υ*(m)) beside the global flattest interpolator of that width
-  (:func:`flatbook.flattest_interpolator`, one measure split for every width), with
+  (:func:`~flatbook.global_flattest.flattest_interpolator`, one measure split for every width), with
   their Υ, the proven lower bound, max_j |ã_j| and the number of distinct directions;
 - ``splitting``: the quadratic teacher direction repeated k times in a dictionary, and Υ
   of the flattest interpolator over it (eq. ``eq-splitting`` predicts a fall by k^{p−1}).
@@ -32,6 +32,9 @@ from ..flattest import other_interpolators
 from ..interpolators import random_directions
 from .runner import map_points
 
+__all__ = ["CHAPTER", "VERSION", "Config", "CONFIGS", "run"]
+
+#: the chapter that shows this experiment's figures
 CHAPTER = "book/02-convex-dual-bound.md"
 #: bump when the results change meaning without a change in the package's computing code
 VERSION = 1
@@ -56,6 +59,7 @@ class Config:
     seed: int = 0
 
 
+#: the config of each scale (smoke, book, paper)
 CONFIGS = {
     "smoke": Config(
         d=8,

@@ -30,6 +30,9 @@ from ..search import dictionary_search, direct_search, interpolator_report
 from ..tables import slope_across_seeds, where
 from .runner import map_points
 
+__all__ = ["CHAPTER", "VERSION", "Config", "CONFIGS", "predicted_rate", "teacher_for", "run", "floored_excess"]
+
+#: the chapter that shows this experiment's figures
 CHAPTER = "book/04-flattest-generalise.md"
 #: bump when the results change meaning without a change in the package's computing code
 VERSION = 1
@@ -49,6 +52,7 @@ class Config:
     seed: int = 0
 
 
+#: the config of each scale (smoke, book, paper)
 CONFIGS = {
     "smoke": Config(d=6, n_grid=(20, 40), seeds=2, search_steps=2, n_test=5_000),
     "book": Config(),

@@ -36,6 +36,9 @@ from ..tables import column, group, index, where
 from ..training import mirror_descent
 from .runner import map_points
 
+__all__ = ["CHAPTER", "VERSION", "MAIN_POTENTIALS", "Config", "CONFIGS", "prune", "run"]
+
+#: the chapter that shows this experiment's figures
 CHAPTER = "book/06-mirror-flow.md"
 #: bump when the results change meaning without a change in the package's computing code
 VERSION = 1
@@ -79,6 +82,7 @@ class Config:
     seed: int = 0
 
 
+#: the config of each scale (smoke, book, paper)
 CONFIGS = {
     "smoke": Config(
         d=5,

@@ -30,6 +30,9 @@ from ..stats import mean_interval
 from ..tables import column, geomean, group, where
 from .runner import map_points
 
+__all__ = ["CHAPTER", "VERSION", "Config", "CONFIGS", "teacher_for", "correlations", "run"]
+
+#: the chapter that shows this experiment's figures
 CHAPTER = "book/05-experiments.md"
 #: bump when the results change meaning without a change in the package's computing code
 VERSION = 1
@@ -65,6 +68,7 @@ class Config:
     seed: int = 0
 
 
+#: the config of each scale (smoke, book, paper)
 CONFIGS = {
     "smoke": Config(
         settings=("single-index, ReLU", "sum of single-index, quadratic"),

@@ -44,6 +44,23 @@ from pathlib import Path
 from ..errors import FlatbookInputError, SolverFallbackWarning
 from ..progress import progress_bar
 
+__all__ = [
+    "BACKENDS",
+    "cache_report",
+    "NOT_COMPUTING",
+    "computing_sources",
+    "code_fingerprint",
+    "cache_dir",
+    "point_key",
+    "experiment_names",
+    "entry_path",
+    "cache_summary",
+    "clear_cache",
+    "connect_scheduler",
+    "map_points",
+]
+
+#: where the points of a sweep run: local processes (loky) or a Dask cluster
 BACKENDS = ("loky", "dask")
 
 #: points computed and points read from the cache since the last :func:`cache_report`

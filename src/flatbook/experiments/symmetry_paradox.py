@@ -32,6 +32,9 @@ from ..flatness import trace_coefficients
 from ..interpolators import orthogonal_directions, teacher_and_random_directions
 from .runner import map_points
 
+__all__ = ["CHAPTER", "VERSION", "Config", "CONFIGS", "run"]
+
+#: the chapter that shows this experiment's figures
 CHAPTER = "book/01-symmetry-paradox.md"
 #: bump when the results change meaning without a change in the package's computing code
 VERSION = 1
@@ -53,6 +56,7 @@ class Config:
     seed: int = 0
 
 
+#: the config of each scale (smoke, book, paper)
 CONFIGS = {
     "smoke": Config(d=8, n=20, m=60, n_test=5_000, n_fresh=200, n_alpha=9),
     "book": Config(),

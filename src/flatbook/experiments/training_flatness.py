@@ -38,6 +38,9 @@ from ..tables import column, where
 from ..training import mirror_descent
 from .runner import map_points
 
+__all__ = ["CHAPTER", "VERSION", "Config", "CONFIGS", "initial_network", "upsilon_of_function", "run"]
+
+#: the chapter that shows this experiment's figures
 CHAPTER = "book/07-training.md"
 #: bump when the results change meaning without a change in the package's computing code
 VERSION = 1
@@ -82,6 +85,7 @@ class Config:
     seed: int = 0
 
 
+#: the config of each scale (smoke, book, paper)
 CONFIGS = {
     "smoke": Config(
         d=5,

@@ -10,7 +10,7 @@ From a figure id on a page, e.g. ``ch3-gap``:
 ``flatbook figure --list`` prints both for every id.  One drawing module per
 experiment, with the experiment's name; :mod:`.style` is the one style they
 share.  Chapters show a figure with ``plot(figure_id, tables)``; the command
-``flatbook figure ID --scale S`` regenerates it with :func:`make` (PNG, SVG, PDF
+``flatbook figure ID --scale S`` regenerates it with :func:`~flatbook.figures.saving.make` (PNG, SVG, PDF
 and a JSON sidecar with its provenance).  Nothing here is part of the sweep
 cache's key: editing a drawing or the style never recomputes a sweep.
 """

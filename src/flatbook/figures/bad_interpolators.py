@@ -11,6 +11,8 @@ from ..tables import column, distinct, geomean, group, one, where
 from .registry import figure
 from .style import DISPLAY_NAME, ROLE, book_style, finish_panels, new_figure, no_minor_labels
 
+__all__ = ["plot_gap", "plot_regime", "plot_losses"]
+
 
 @figure("ch3-gap", bad_interpolators, "Flatness gap of misaligned interpolators against n")
 def plot_gap(tables: dict) -> Figure:

@@ -11,6 +11,8 @@ from ..tables import column, distinct, where
 from .registry import figure
 from .style import DISPLAY_NAME, ROLE, book_style, finish_panels, legend_below, new_figure, no_minor_labels
 
+__all__ = ["plot_dual_bound", "plot_sorted_weights", "plot_balancedness"]
+
 
 @figure("ch2-dual-bound", convex_dual, "Interpolators with fixed directions above the dual certificate")
 def plot_dual_bound(tables: dict) -> Figure:

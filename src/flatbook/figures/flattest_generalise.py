@@ -11,6 +11,8 @@ from ..tables import column, distinct, geomean, group, where
 from .registry import figure
 from .style import PALETTE, ROLE, book_style, legend_below, new_figure, no_minor_labels
 
+__all__ = ["plot_excess_loss", "plot_balancedness"]
+
 CONDITION_COLOUR = {
     "vanishing noise": ROLE["good"],
     "slowly vanishing noise": PALETTE["sky"],

@@ -12,6 +12,8 @@ from ..tables import column, distinct, where
 from .registry import figure
 from .style import PALETTE, book_style, finish_panels, new_figure, no_minor_labels
 
+__all__ = ["plot_balance", "plot_margins", "plot_neurons", "plot_slow", "plot_digits"]
+
 #: the potentials of the main comparison, in their order
 LABELS = [label for label, _, _ in mirror_flow.MAIN_POTENTIALS]
 COLOUR = {

@@ -11,6 +11,8 @@ from ..tables import column, where
 from .registry import figure
 from .style import PALETTE, book_style, legend_below, new_figure
 
+__all__ = ["plot_loss_vs_flatness", "plot_correlations", "plot_beyond"]
+
 
 @figure(
     "ch5-loss-vs-flatness", paper_experiments, "Population loss against flatness at controlled alignment, per setting"

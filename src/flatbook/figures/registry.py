@@ -26,6 +26,8 @@ from matplotlib.figure import Figure
 
 from ..errors import FlatbookInputError
 
+__all__ = ["FigureSpec", "REGISTRY", "figure", "get_spec", "plot"]
+
 Draw = Callable[[dict], Figure]
 
 

@@ -17,6 +17,8 @@ from ..errors import FlatbookInputError
 from ..experiments import SCALES, config_for
 from .registry import get_spec
 
+__all__ = ["own_checkout", "git_commit", "make"]
+
 PACKAGE = Path(__file__).resolve().parents[1]
 
 

@@ -14,6 +14,8 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 from matplotlib.ticker import NullFormatter
 
+__all__ = ["book_style", "new_figure", "legend_below", "no_minor_labels", "finish_panels"]
+
 #: Okabe & Ito (2008) palette, safe for the common colour-vision deficiencies.
 PALETTE = {
     "blue": "#0072B2",

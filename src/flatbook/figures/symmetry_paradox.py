@@ -9,6 +9,8 @@ from ..tables import column, distinct, where
 from .registry import figure
 from .style import DISPLAY_NAME, ROLE, book_style, finish_panels, new_figure
 
+__all__ = ["plot_orbit_curves", "plot_paradox"]
+
 
 @figure("ch1-orbit-curves", symmetry_paradox, "Hessian trace along a symmetry orbit, closed form and exact")
 def plot_orbit_curves(tables: dict) -> Figure:

@@ -12,6 +12,8 @@ from ..tables import column, distinct, where
 from .registry import figure
 from .style import PALETTE, ROLE, book_style, finish_panels, new_figure, no_minor_labels
 
+__all__ = ["plot_loss_vs_flatness", "plot_upsilon_along_training", "plot_init_scale", "plot_mirror_solver"]
+
 COLOUR = dict(
     zip(
         METHODS,
