@@ -35,3 +35,44 @@ def test_every_chapter_is_in_the_toc():
     toc = (ROOT / "_toc.yml").read_text()
     for chapter in sorted((ROOT / "book").glob("*.md")):
         assert f"book/{chapter.stem}" in toc, f"{chapter.name} is not in _toc.yml"
+
+
+def _pyproject() -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_licence_and_provenance_agree():
+    """One licence (MIT, with its file), one repository and one version across pyproject, CITATION, _config.yml."""
+    import yaml
+
+    project = _pyproject()["project"]
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert project["license"] == "MIT" == citation["license"]
+    assert project["license-files"] == ["LICENSE"]
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    repository = project["urls"]["Repository"]
+    assert citation["repository-code"] == repository == config["repository"]["url"]
+    assert project["urls"]["Issues"] == f"{repository}/issues"
+    assert project["urls"]["Homepage"] == citation["url"] == config["html"]["baseurl"]
+    assert str(citation["version"]) == project["version"]
+
+
+def test_the_changelog_has_the_current_version():
+    version = _pyproject()["project"]["version"]
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert re.search(rf"^## \[{re.escape(version)}\] - \d{{4}}-\d\d-\d\d$", changelog, re.M), version
+
+
+def test_binder_installs_what_the_book_needs():
+    """binder/requirements.txt pins every dependency of the package and of its book extra, and flatbook itself."""
+    lines = [line.split("#")[0].strip() for line in (ROOT / "binder" / "requirements.txt").read_text().splitlines()]
+    pinned = {re.split(r"[=<>!~\[]", line)[0].lower() for line in lines if line and not line.startswith("-")}
+    project = _pyproject()["project"]
+    needed = project["dependencies"] + project["optional-dependencies"]["book"]
+    names = {re.split(r"[=<>!~\[ ]", requirement)[0].lower() for requirement in needed}
+    assert names <= pinned, f"binder/requirements.txt lacks {sorted(names - pinned)}"
+    assert "-e ." in lines and "jupytext" in {n for n in pinned}
+    assert (ROOT / "binder" / "runtime.txt").read_text().strip() == "python-3.11"
