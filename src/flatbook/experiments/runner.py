@@ -147,12 +147,12 @@ def cache_summary(experiments=()) -> list[dict]:
     current = code_fingerprint()[:16]
     rows = []
     for name in _check_experiments(experiments):
-        row = {"experiment": name, "current": 0, "current_bytes": 0, "stale": 0, "stale_bytes": 0}
+        counts = {"current": 0, "current_bytes": 0, "stale": 0, "stale_bytes": 0}
         for path in (directory / name).glob("*/*.json"):
             kind = "current" if path.parent.name == current else "stale"
-            row[kind] += 1
-            row[f"{kind}_bytes"] += path.stat().st_size
-        rows.append(row)
+            counts[kind] += 1
+            counts[f"{kind}_bytes"] += path.stat().st_size
+        rows.append({"experiment": name, **counts})
     return rows
 
 
