@@ -2,6 +2,7 @@
 
     python bench/bench_trace.py            # the sizes of the table in bench/README.md
     python bench/bench_trace.py --quick    # a one-minute version
+    python bench/bench_trace.py --floor    # the closed form against its floor (n = 2000, m = 8000, d = 50)
 
 Peers, each on the same network and data (float64, one device):
 
@@ -103,6 +104,33 @@ def autograd_exact(net, X, y):
     return float(torch.trace(torch.func.hessian(loss)(torch.cat([net.a, net.theta.reshape(-1)]))))
 
 
+def best_time(fn, repeats=15):
+    """The fastest of ``repeats`` runs (seconds): the least disturbed measurement of a short computation."""
+    return min(timed(fn)[1] for _ in range(repeats))
+
+
+def floor_time(net, X):
+    """The floor of any exact trace: one GEMM X·Θᵀ and one elementwise pass (σ, summed per neuron), at its
+    best row-block size."""
+    def one_pass(rows):
+        out = torch.zeros(net.width, dtype=X.dtype, device=X.device)
+        for start in range(0, X.shape[0], rows):
+            out += net.activation(X[start:start + rows] @ net.theta.T).sum(dim=0)
+        return out
+
+    return min(best_time(lambda rows=rows: one_pass(rows)) for rows in (64, 128, 256, 512, X.shape[0]))
+
+
+def floor_table(activation, sizes):
+    print("| n | m | d | closed form (s, best of 15) | floor (s) | closed form / floor |")
+    print("|---|---|---|---|---|---|")
+    for n, m, d in sizes:
+        net, X, y = problem(n, m, d, activation)
+        t_trace = best_time(lambda net=net, X=X, y=y: hessian_trace(net, X, y))
+        t_floor = floor_time(net, X)
+        print(f"| {n} | {m} | {d} | {t_trace:.3f} | {t_floor:.3f} | {t_trace / t_floor:.2f} |", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, about a minute")
@@ -110,8 +138,13 @@ def main():
     parser.add_argument("--pilot", type=int, default=8, help="Hutchinson pilot probes")
     parser.add_argument("--budget", type=float, default=60.0, help="seconds allowed for the full N probes")
     parser.add_argument("--batch", type=int, default=2000, help="rows per autograd batch")
+    parser.add_argument("--floor", action="store_true", help="only the closed form against its floor (GEMM + one pass)")
     args = parser.parse_args()
     activation = get_activation(args.activation)
+    if args.floor:
+        print(header(f"activation {activation!r}"))
+        floor_table(activation, [(2000, 8000, 50), (5000, 5000, 50)])
+        return
     sizes = [(1000, 2000, 20), (2000, 4000, 50)] if args.quick else \
         [(1000, 2000, 20), (5000, 5000, 50), (10000, 10000, 100), (20000, 20000, 100)]
     print(header(f"activation {activation!r}"))

@@ -38,20 +38,29 @@ __all__ = [
 ]
 
 
-def _neuron_sums(theta, X, activation, a=None, residuals=None):
-    """Per-neuron sums over samples: Σ_i σ(z_ij)², Σ_i σ'(z_ij)² ‖x_i‖², Σ_i r_i σ''(z_ij) ‖x_i‖²."""
+#: entries of one (rows × m) block of pre-activations: 8 MB of float64, so the block's temporaries come from
+#: the allocator's heap instead of fresh pages (2**22 was 15 % slower at n = 2000, m = 8000)
+TRACE_BLOCK_ENTRIES = 2**20
+
+
+def _neuron_sums(theta, X, activation, a=None, y=None):
+    """Per-neuron sums over samples: Σ_i σ(z_ij)², Σ_i σ'(z_ij)² ‖x_i‖², and with ``a`` and ``y`` the residual
+    term Σ_i r_i σ''(z_ij) ‖x_i‖², r_i = Σ_j a_j σ(z_ij) − y_i (zeros without them, and for c = 1, where
+    σ'' = 0).  One GEMM per block of rows serves the network's output and all three sums."""
     m = theta.shape[0]
     sum_sigma2 = torch.zeros(m, dtype=theta.dtype, device=theta.device)
     sum_dsigma2 = torch.zeros_like(sum_sigma2)
     sum_r_d2sigma = torch.zeros_like(sum_sigma2)
-    for rows in row_chunks(X.shape[0], m, budget=2**22):
+    for rows in row_chunks(X.shape[0], m, budget=TRACE_BLOCK_ENTRIES):
         Xc = X[rows]
         z = Xc @ theta.T
         sq_norms = (Xc * Xc).sum(dim=1)
-        sum_sigma2 += (activation(z) ** 2).sum(dim=0)
-        sum_dsigma2 += sq_norms @ activation.derivative(z) ** 2
-        if residuals is not None:
-            sum_r_d2sigma += (residuals[rows] * sq_norms) @ activation.second_derivative(z)
+        sigma = activation(z)
+        if a is not None and activation.degree != 1.0:  # for c = 1, σ'' = 0 and the residual term vanishes
+            residuals = sigma @ a - y[rows]
+            sum_r_d2sigma += (residuals * sq_norms) @ activation.second_derivative(z)
+        sum_sigma2 += torch.linalg.vector_norm(sigma, dim=0).square()
+        sum_dsigma2 += sq_norms @ activation.derivative(z).square()
     return sum_sigma2, sum_dsigma2, sum_r_d2sigma
 
 
@@ -75,8 +84,7 @@ def trace_coefficients(net: TwoLayerNet, X, y) -> tuple[torch.Tensor, torch.Tens
     """Per-neuron (A_j, B_j) with Tr ∇²F_S(net.rescale(α)) = Σ_j A_j α_j^{2c} + B_j α_j^{-2}."""
     X, y = _checked(net, X, y)
     n = X.shape[0]
-    residuals = net(X) - y
-    s2, ds2, rd2 = _neuron_sums(net.theta, X, net.activation, residuals=residuals)
+    s2, ds2, rd2 = _neuron_sums(net.theta, X, net.activation, a=net.a, y=y)
     A = 2.0 / n * s2
     B = 2.0 / n * (net.a**2 * ds2 + net.a * rd2)
     return A, B
