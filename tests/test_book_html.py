@@ -201,3 +201,23 @@ def test_downloaded_notebook_reads_in_plain_jupyter(html_dir, page):
         # a glued number of the page appears in the copy as the page shows it
         shown = re.search(r'<span class="pasted-text">([^<]+)</span>', (html_dir / f"{page}.html").read_text())
         assert shown and shown.group(1) in markdown
+
+
+def _build_cache() -> str | None:
+    """The experiment cache of this session (read at import, before the tests' own isolated caches)."""
+    from flatbook.experiments.runner import cache_dir
+
+    directory = cache_dir()
+    return str(directory) if directory else None
+
+
+BUILD_CACHE = _build_cache()
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_page_shows_no_path_of_the_machine_that_built_it(html_dir, page):
+    """Published pages carry no local path: not the checkout, not the home folder, not the experiment cache."""
+    text = (html_dir / f"{page}.html").read_text()
+    root = Path(__file__).resolve().parent.parent
+    for path in (str(root) + "/", str(Path.home()) + "/", BUILD_CACHE or str(root) + "/"):
+        assert path not in text, f"{page}.html shows the local path {path}"

@@ -71,8 +71,8 @@ def cache_report() -> str:
     """How many points were computed and how many came from the cache since the last report."""
     computed, cached = _COUNTS["computed"], _COUNTS["cached"]
     _COUNTS.update(computed=0, cached=0)
-    where = f" ({cache_dir()})" if cached else ""
-    return f"{computed} configuration points computed, {cached} read from the cache{where}"
+    # No cache path: the chapters print this into published pages (`flatbook cache info` says where it is).
+    return f"{computed} configuration points computed, {cached} read from the cache"
 
 
 PACKAGE = Path(__file__).resolve().parent.parent
