@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import os
 import sys
 
 from .errors import FlatbookInputError
 from .experiments import SCALES
-from .experiments.runner import BACKENDS
+from .experiments.runner import BACKENDS, scheduler_address
 
 __all__ = ["main"]
 
@@ -48,7 +47,7 @@ def _figure(args) -> int:
         raise FlatbookInputError(f"--jobs must be a positive number of processes, got {args.jobs}.")
     if args.backend is not None and args.backend not in BACKENDS:
         raise FlatbookInputError(f"unknown backend {args.backend!r}; choose one of {', '.join(BACKENDS)}.")
-    scheduler = args.scheduler or os.environ.get("FLATBOOK_SCHEDULER", "").strip() or None
+    scheduler = args.scheduler or scheduler_address()
     if scheduler is not None:
         if args.backend not in (None, "dask"):
             raise FlatbookInputError(

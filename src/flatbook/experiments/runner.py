@@ -56,6 +56,7 @@ __all__ = [
     "entry_path",
     "cache_summary",
     "clear_cache",
+    "scheduler_address",
     "connect_scheduler",
     "map_points",
 ]
@@ -126,9 +127,21 @@ def experiment_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name != "runner")
 
 
+def _code_folder() -> str:
+    """The name of the folder that holds the points of the current computing code."""
+    return code_fingerprint()[:16]
+
+
 def entry_path(directory: Path, experiment: str, key: str) -> Path:
     """Where one point's result is cached: under a folder named by the computing-code fingerprint."""
-    return directory / experiment / code_fingerprint()[:16] / f"{key}.json"
+    return directory / experiment / _code_folder() / f"{key}.json"
+
+
+def _cache_dir_for(action: str) -> Path:
+    directory = cache_dir()
+    if directory is None:
+        raise FlatbookInputError(f"the cache is off (FLATBOOK_CACHE=off): there is nothing to {action}.")
+    return directory
 
 
 def _check_experiments(experiments) -> list[str]:
@@ -141,10 +154,7 @@ def _check_experiments(experiments) -> list[str]:
 
 def cache_summary(experiments=()) -> list[dict]:
     """One row per experiment: cached points of the current code and stale ones (older code), with their bytes."""
-    directory = cache_dir()
-    if directory is None:
-        raise FlatbookInputError("the cache is off (FLATBOOK_CACHE=off): there is nothing to summarise.")
-    current = code_fingerprint()[:16]
+    directory, current = _cache_dir_for("summarise"), _code_folder()
     rows = []
     for name in _check_experiments(experiments):
         counts = {"current": 0, "current_bytes": 0, "stale": 0, "stale_bytes": 0}
@@ -160,10 +170,7 @@ def clear_cache(experiments=(), *, stale_only: bool = False) -> int:
     """Delete the cached points of ``experiments`` (default: all), or only those of older code; return how many."""
     import shutil
 
-    directory = cache_dir()
-    if directory is None:
-        raise FlatbookInputError("the cache is off (FLATBOOK_CACHE=off): there is nothing to clear.")
-    current = code_fingerprint()[:16]
+    directory, current = _cache_dir_for("clear"), _code_folder()
     removed = 0
     for name in _check_experiments(experiments):
         for folder in (directory / name).glob("*"):
@@ -198,14 +205,25 @@ def _default_jobs() -> int:
     return jobs
 
 
+def _distributed():
+    """The ``distributed`` package, or a clear error saying how to install it."""
+    try:
+        import distributed
+    except ImportError as exc:
+        raise FlatbookInputError("running on Dask needs dask.distributed: pip install 'flatbook[cluster]'.") from exc
+    return distributed
+
+
+def scheduler_address() -> str | None:
+    """``$FLATBOOK_SCHEDULER``, the Dask scheduler to run on when no Client is running (None if unset)."""
+    return os.environ.get("FLATBOOK_SCHEDULER", "").strip() or None
+
+
 def connect_scheduler(address: str, timeout: float = 30.0):
     """A ``dask.distributed.Client`` connected to the scheduler at ``address`` (e.g. ``tcp://host:8786``)."""
+    distributed = _distributed()
     try:
-        from distributed import Client
-    except ImportError as exc:
-        raise FlatbookInputError("a Dask scheduler needs dask.distributed: pip install 'flatbook[cluster]'.") from exc
-    try:
-        return Client(address, timeout=timeout)
+        return distributed.Client(address, timeout=timeout)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
         raise FlatbookInputError(
             f"cannot reach a Dask scheduler at {address!r} ({type(exc).__name__}: {exc}); start one with "
@@ -215,14 +233,11 @@ def connect_scheduler(address: str, timeout: float = 30.0):
 
 def _dask_client():
     """The running Client, else one connected to ``$FLATBOOK_SCHEDULER``; a clear error when neither exists."""
+    distributed = _distributed()
     try:
-        from distributed import get_client
-    except ImportError as exc:
-        raise FlatbookInputError("backend='dask' needs dask.distributed: pip install 'flatbook[cluster]'.") from exc
-    try:
-        return get_client()
+        return distributed.get_client()
     except ValueError:
-        address = os.environ.get("FLATBOOK_SCHEDULER", "").strip()
+        address = scheduler_address()
         if address:
             return connect_scheduler(address)
         raise FlatbookInputError(
@@ -281,11 +296,9 @@ def map_points(
     if backend == "dask":
         # Straight to the cluster, each point one task, stored as it arrives.  (joblib's Dask backend runs
         # everything in this process when the cluster has a single core.)
-        from distributed import as_completed
-
         client = _dask_client()
         futures = {client.submit(_compute, function, config, points[i], pure=False): i for i in todo}
-        for future in as_completed(futures):
+        for future in _distributed().as_completed(futures):
             finish(futures[future], future.result())
     elif jobs == 1:
         for i in todo:
