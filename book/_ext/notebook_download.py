@@ -18,6 +18,7 @@ sphinx-book-theme lists a page's ``.ipynb`` in the download menu when the page c
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from pathlib import Path, PurePosixPath
@@ -43,7 +44,7 @@ class Resolver:
     def __init__(self, app, docname: str, glue: dict):
         self.env, self.docname, self.glue = app.env, docname, glue
         self.base = (app.config.html_baseurl or "").rstrip("/") + "/"
-        self.citations = _citations(app)
+        self.citations = _citations(tuple(str(Path(app.srcdir) / bib) for bib in app.config.bibtex_bibfiles))
 
     def _doc(self, target: str) -> str:
         if target.startswith("/"):
@@ -52,6 +53,11 @@ class Resolver:
 
     def _url(self, docname: str, anchor: str = "") -> str:
         return f"{self.base}{docname}.html" + (f"#{anchor}" if anchor else "")
+
+    def _number(self, docname: str, kind: str, anchor: str) -> str | None:
+        """The number the page shows for a figure or equation ("3", or "2.1" with section numbers)."""
+        number = self.env.toc_fignumbers.get(docname, {}).get(kind, {}).get(anchor)
+        return ".".join(map(str, number)) if number else None
 
     def role(self, match: re.Match) -> str:
         name, content = match.groups()
@@ -63,11 +69,10 @@ class Resolver:
         explicit = EXPLICIT.match(content)
         text, target = (explicit.group(1), explicit.group(2)) if explicit else (None, content)
         if name == "eq":
-            for docname, numbers in self.env.toc_fignumbers.items():
-                number = numbers.get("displaymath", {}).get(f"equation-{target}")
-                if number:
-                    label = ".".join(map(str, number))
-                    return f"[({label})]({self._url(docname, f'equation-{target}')})"
+            docname = self.env.domaindata["math"]["objects"].get(target, (None,))[0]
+            number = docname and self._number(docname, "displaymath", f"equation-{target}")
+            if number:
+                return f"[({number})]({self._url(docname, f'equation-{target}')})"
         elif name == "doc":
             docname = self._doc(target)
             return f"[{text or self.env.titles[docname].astext()}]({self._url(docname)})"
@@ -80,8 +85,8 @@ class Resolver:
             labels = self.env.domaindata["std"]["labels"]
             if target in labels:
                 docname, anchor, title = labels[target]
-                number = self.env.toc_fignumbers.get(docname, {}).get("figure", {}).get(anchor)
-                shown = text or (f"Fig. {'.'.join(map(str, number))}" if name == "numref" and number else title)
+                number = self._number(docname, "figure", anchor)
+                shown = text or (f"Fig. {number}" if name == "numref" and number else title)
                 return f"[{shown}]({self._url(docname, anchor)})"
         elif name.startswith("cite"):
             keys = [key.strip() for key in target.split(",")]
@@ -98,8 +103,7 @@ class Resolver:
         return ROLE.sub(self.role, source)
 
     def _equation_number(self, label: str) -> str:
-        number = self.env.toc_fignumbers.get(self.docname, {}).get("displaymath", {}).get(f"equation-{label}")
-        return ".".join(map(str, number)) if number else label
+        return self._number(self.docname, "displaymath", f"equation-{label}") or label
 
     def _directive(self, match: re.Match) -> str:
         name, title, _options, body = match.groups()
@@ -112,13 +116,14 @@ class Resolver:
         return f"**{kind}{f' ({title})' if title else ''}.** {body}"
 
 
-def _citations(app) -> dict[str, tuple[str, str]]:
-    """bibtex key → ("Surname", "Year") or ("Surname et al.", "Year"), from the book's .bib files."""
+@functools.lru_cache(maxsize=1)
+def _citations(bibfiles: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    """bibtex key → ("Surname", "Year") or ("Surname et al.", "Year"), from the book's .bib files (read once)."""
     from pybtex.database import parse_file
 
     found = {}
-    for bib in app.config.bibtex_bibfiles:
-        for key, entry in parse_file(str(Path(app.srcdir) / bib)).entries.items():
+    for bib in bibfiles:
+        for key, entry in parse_file(bib).entries.items():
             people = entry.persons.get("author") or entry.persons.get("editor") or []
             surname = " ".join(people[0].last_names) if people else key
             if len(people) == 2:
