@@ -134,3 +134,22 @@ def test_bad_data_is_rejected(bad):
 def test_net_type_is_checked():
     with pytest.raises(FlatbookInputError, match="net must be a flatbook.TwoLayerNet"):
         hessian_trace("not a net", torch.ones(2, 2), torch.ones(2))
+
+
+def test_memorising_flatness_is_the_upsilon_of_the_memorising_network():
+    """eq-memorising: one neuron per nonzero label, active on that sample only, costs (4/n)‖x_i‖|y_i| whatever its
+    direction and norm; checked against min_flatness of networks built from X θ_i = h e_i − 1 for two heights h."""
+    from flatbook.flatness import relu_memorising_flatness
+
+    gen = torch.Generator().manual_seed(3)
+    n, d = 6, 9
+    X = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    y = torch.randn(n, generator=gen, dtype=torch.float64)
+    y[2] = 0.0  # a zero label needs no neuron
+    keep = y != 0
+    for height in (2.0, 7.0):  # two different isolating directions per sample
+        targets = height * torch.eye(n, dtype=torch.float64) - 1  # active on sample i only, with value h − 1
+        theta = torch.linalg.lstsq(X, targets).solution.T[keep]
+        net = TwoLayerNet(y[keep] / (height - 1), theta, get_activation("relu"))
+        assert float((net(X) - y).abs().max()) < 1e-10
+        assert min_flatness(net, X, y) == pytest.approx(relu_memorising_flatness(X, y), rel=1e-10)

@@ -272,3 +272,20 @@ def test_pattern_enumeration_counts_every_cell_of_the_arrangement():
                                                  generator=torch.Generator().manual_seed(5)))
     enumerated = {tuple(row.tolist()) for row in cells}
     assert {tuple(row.tolist()) for row in sampled} <= enumerated
+
+
+def test_measure_dual_bound_is_a_proven_lower_bound_on_the_bad_set():
+    """eq-centred-certificate: any λ bounds V over the admissible directions from below; in d = 3 at ρ0 = 0 the
+    supremum is exact, and the bound never exceeds the measure value of the flattest 0-bad interpolator."""
+    from flatbook.global_flattest import measure_dual_bound
+
+    for activation, d, n in (("relu", 3, 24), ("quadratic", 5, 6)):
+        teacher = single_index(d, link=activation, seed=1)
+        X, y = teacher.sample(n, seed=2)
+        bad = flattest_interpolator(X, y, activation, 2 * n, teacher=teacher.theta_star, max_alignment=0.0)
+        bound = measure_dual_bound(X, y, activation, y - y.mean(), teacher=teacher.theta_star, max_alignment=0.0)
+        assert bound.pricing == ("exact" if activation == "relu" else "bound")
+        assert 0 < bound.value <= bad.measure_value * (1 + 1e-9)
+        assert bound.dual_value == pytest.approx(float(((y - y.mean()) ** 2).sum()))
+    with pytest.raises(FlatbookInputError, match="lam has 3 entries"):
+        measure_dual_bound(X, y, "quadratic", torch.ones(3, dtype=torch.float64))

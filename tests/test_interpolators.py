@@ -89,3 +89,22 @@ def test_alignment_projector():
         torch.testing.assert_close(net.alignment(theta_star), torch.full((30,), rho, dtype=torch.float64),
                                    atol=1e-12, rtol=0)
         torch.testing.assert_close(projected.norm(dim=1), torch.ones(30, dtype=torch.float64))
+
+
+def test_memorising_network_isolates_each_sample_or_says_it_cannot():
+    """eq-memorising: the network from isolating directions interpolates with Υ = (4/n) Σ ‖x_i‖ |y_i|; restricted to
+    the complement of the teacher it exists for n ≤ d − 1 points in general position, and not when a sample lies
+    in the cone of the others (here: beyond Cover's 2(d − 1) points in the (d − 1)-dimensional complement)."""
+    from flatbook.flatness import relu_memorising_flatness
+    from flatbook.interpolators import complement_basis, memorising_network
+
+    teacher = single_index(8, seed=0)
+    basis = complement_basis(teacher.theta_star)
+    assert basis.shape == (8, 7) and float((basis.T @ teacher.theta_star.T).abs().max()) < 1e-12
+    X, y = teacher.sample(7, seed=1)
+    net = memorising_network(X, y, basis)
+    assert float((net(X) - y).abs().max()) < 1e-10
+    assert float((net.theta @ teacher.theta_star.T).abs().max()) < 1e-10  # every neuron misaligned
+    assert min_flatness(net, X, y) == pytest.approx(relu_memorising_flatness(X, y), rel=1e-10)
+    X, y = teacher.sample(40, seed=1)
+    assert memorising_network(X, y, basis) is None

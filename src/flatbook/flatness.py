@@ -27,6 +27,7 @@ from .network import TwoLayerNet
 
 __all__ = [
     "orbit_minimum",
+    "relu_memorising_flatness",
     "trace_coefficients",
     "hessian_trace",
     "min_flatness",
@@ -191,6 +192,19 @@ def population_flatness_weight(activation: HomogeneousActivation, d: int) -> flo
         raise FlatbookInputError(f"d must be a positive int, got {d!r}.")
     sigma2, dsigma2, dsigma2_g2 = activation.gaussian_moments()
     return orbit_minimum(2.0 * sigma2, 2.0 * (dsigma2_g2 + (d - 1) * dsigma2), activation.degree)
+
+
+def relu_memorising_flatness(X, y) -> float:
+    """Υ of the ReLU interpolator that memorises: one neuron per sample with y_i ≠ 0, active on that sample only.
+
+    Such a neuron u_i has σ(⟨u_i, x_j⟩) = 0 for j ≠ i, so S = (2/n)⟨u_i, x_i⟩², T = (2/n)‖x_i‖²,
+    κ = 2√(ST) = (4/n)⟨u_i, x_i⟩‖x_i‖ and ã_i = y_i / ⟨u_i, x_i⟩: its Υ = κ|ã_i| = (4/n)‖x_i‖|y_i| does
+    not depend on the direction (eq. ``eq-memorising``).  The network exists when every such sample
+    can be isolated by a direction (e.g. n ≤ d, or n ≲ 2d by Cover's theorem), and then
+    Υ = (4/n) Σ_i ‖x_i‖ |y_i| at every width.  Negative labels need a neuron with negative outer weight.
+    """
+    X, y = check_data(X, y)
+    return float(4.0 / X.shape[0] * (torch.linalg.vector_norm(X, dim=1) * y.abs()).sum())
 
 
 def orbit_flatness(effective_a: torch.Tensor, kappa: torch.Tensor, p: float) -> torch.Tensor:

@@ -145,6 +145,60 @@ def _admissible_set(d: int, teacher, max_alignment, device):
     return project, torch.eye(d, dtype=theta_star.dtype, device=device), f"directions with ρ ≤ {rho0:g}"
 
 
+def _pricing_mode(activation, project, basis, d: int, exact_pricing: bool = True) -> str:
+    """How sup G_λ over the admissible set is bounded: "exact", "superset" or "bound" (see ``pricing``)."""
+    r = basis.shape[1]
+    on_subspace = project is None or r < d  # the admissible set is a whole (sub)sphere
+    if exact_pricing and on_subspace and exact_pricing_available(activation, r):
+        return "exact"
+    # In d <= 3 the exact supremum over the whole sphere bounds the one over any subset.
+    return "superset" if exact_pricing and exact_pricing_available(activation, d) else "bound"
+
+
+def _proven_dual_ratio_sup(lam, X, activation, basis, pricing: str) -> float:
+    """A proven upper bound on sup G_λ over the admissible set, by the method ``pricing`` names."""
+    subspace = basis if basis.shape[1] < X.shape[1] else None
+    if pricing == "exact":
+        return exact_dual_ratio_sup(lam, X, activation, subspace)[0]
+    if pricing == "superset":
+        return exact_dual_ratio_sup(lam, X, activation)[0]
+    if activation.name == "quadratic":
+        return quadratic_dual_ratio_bound(lam, X, subspace)
+    return dual_ratio_bound(lam, X, activation)
+
+
+class DualBound(NamedTuple):
+    """A proven lower bound on V* from one dual point (the result of :func:`measure_dual_bound`)."""
+
+    value: float       #: λᵀy / sup G_λ ≤ V* (0 if λᵀy ≤ 0)
+    dual_value: float  #: λᵀy
+    sup: float         #: the proven upper bound on sup_u G_λ(u) over the admissible directions
+    pricing: str       #: how ``sup`` was bounded: "exact", "superset" or "bound"
+
+
+def measure_dual_bound(X, y, activation, lam, *, teacher=None, max_alignment=None) -> DualBound:
+    """V* ≥ λᵀy / sup_u G_λ(u) for one dual point λ, over every direction or over ρ(u) ≤ ρ0 (eq. ``eq-measure-dual``).
+
+    Weak duality of the measure program: any λ with λᵀy > 0 bounds V* from below once the
+    supremum of the dual ratio over the admissible directions is bounded from above, exactly
+    where the ReLU family's arrangement enumeration applies, else by the provable bounds of
+    :mod:`flatbook.pricing`.  With the splitting lemma every admissible width-m interpolator
+    then has Υ ≥ m^{1−p} value^p (eq. ``eq-splitting``).  Chapter 3 uses the centred labels
+    λ = y − ȳ on the misaligned directions (eq. ``eq-centred-certificate``).
+    """
+    activation = get_activation(activation)
+    X, y = check_data(X, y)
+    lam = as_tensor(lam, "lam", ndim=1, device=X.device)
+    if lam.shape[0] != X.shape[0]:
+        raise FlatbookInputError(f"lam has {lam.shape[0]} entries but there are n = {X.shape[0]} samples.")
+    project, basis, _ = _admissible_set(X.shape[1], teacher, max_alignment, X.device)
+    pricing = _pricing_mode(activation, project, basis, X.shape[1])
+    dual_value = float(lam @ y)
+    sup = _proven_dual_ratio_sup(lam, X, activation, basis, pricing)
+    value = dual_value / sup if dual_value > 0 and sup > 0 else 0.0
+    return DualBound(value=value, dual_value=dual_value, sup=sup, pricing=pricing)
+
+
 def _random_admissible(count, basis, project, gen, device):
     U = torch.randn(count, basis.shape[0], generator=gen, dtype=torch.float64).to(device)
     if basis.shape[1] < basis.shape[0]:
@@ -229,11 +283,8 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     device = X.device
     project, basis, admissible = _admissible_set(d, teacher, max_alignment, device)
     r = basis.shape[1]
-    on_subspace = project is None or r < d  # the admissible set is a whole (sub)sphere
-    exact = exact_pricing and exact_pricing_available(activation, r) and on_subspace
-    # In d <= 3 the exact supremum over the whole sphere bounds the one over any subset.
-    superset = exact_pricing and not exact and exact_pricing_available(activation, d)
-    pricing = "exact" if exact else "superset" if superset else "bound"
+    pricing = _pricing_mode(activation, project, basis, d, exact_pricing)
+    exact = pricing == "exact"
     gen = torch.Generator().manual_seed(seed)
 
     warm = [_nuclear_norm_directions(X, y, basis)] if activation.name == "quadratic" else []
@@ -290,12 +341,8 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
                                                                 top=pricing_starts)
             found, values = torch.cat([found, u_exact]), torch.cat([values, v_exact])
             sup_estimate = max(sup_estimate, sup_proven)
-        elif superset:
-            sup_proven, _ = exact_dual_ratio_sup(lam, X, activation)
-        elif activation.name == "quadratic":
-            sup_proven = quadratic_dual_ratio_bound(lam, X, basis if r < d else None)
         else:
-            sup_proven = dual_ratio_bound(lam, X, activation)
+            sup_proven = _proven_dual_ratio_sup(lam, X, activation, basis, pricing)
         if sup_proven < (1.0 - 1e-9) * sup_estimate:  # a proven bound below a value actually reached: a bug
             raise SolverError(f"the proven bound {sup_proven:.6g} on the dual ratio is below a value the ascent "
                               f"reached, {sup_estimate:.6g}: please report this ({pricing} pricing).")
@@ -573,4 +620,4 @@ def _nudged_atoms(atom_dirs, atom_weights, X, y, activation, basis, project):
 
 
 __all__ = ["Atoms", "FlattestInterpolator", "flattest_interpolator", "split_into_copies",
-           "rounding_excess_bound"]
+           "rounding_excess_bound", "DualBound", "measure_dual_bound"]

@@ -24,6 +24,8 @@ __all__ = [
     "teacher_and_random_directions",
     "random_directions",
     "alignment_projector",
+    "complement_basis",
+    "memorising_network",
 ]
 
 
@@ -38,9 +40,7 @@ def directions_with_alignment(theta_star, m: int, rho: float, seed: int = 0) -> 
     if not (0.0 <= rho <= 1.0 and math.isfinite(rho)):
         raise FlatbookInputError(f"rho must lie in [0, 1], got {rho!r}.")
     if rho < 1.0 and k >= d:
-        raise FlatbookInputError(
-            f"the teacher spans all of R^{d}, so no direction has alignment {rho} < 1; use k < d."
-        )
+        raise FlatbookInputError(f"the teacher spans all of R^{d}, so no direction has alignment {rho} < 1; use k < d.")
     if not (isinstance(m, int) and m >= 1):
         raise FlatbookInputError(f"m must be a positive int, got {m!r}.")
     gen = torch.Generator().manual_seed(seed)
@@ -96,3 +96,52 @@ def alignment_projector(theta_star, rho: float):
         return parts
 
     return project
+
+
+def complement_basis(theta_star) -> torch.Tensor:
+    """An orthonormal basis (d, d − k) of the orthogonal complement of span(Θ*): the directions with ρ = 0."""
+    theta_star = as_tensor(theta_star, "theta_star", ndim=2)
+    k, d = theta_star.shape
+    if k >= d:
+        raise FlatbookInputError(f"the teacher spans R^{d}: its orthogonal complement is {{0}}.")
+    projector = torch.eye(d, dtype=theta_star.dtype, device=theta_star.device) - theta_star.T @ theta_star
+    return torch.linalg.svd(projector).U[:, : d - k]
+
+
+def memorising_network(X, y, within=None):
+    """The ReLU network that memorises (eq. ``eq-memorising``), or None if some sample cannot be isolated.
+
+    One neuron per sample with y_i ≠ 0, with a direction θ_i (in span(``within``), a (d, r) orthonormal
+    basis, if given) such that ⟨θ_i, x_i⟩ ≥ 1 and ⟨θ_i, x_j⟩ ≤ −1 for j ≠ i, found by a feasibility
+    linear program, and outer weight a_i = y_i / ⟨θ_i, x_i⟩.  Each neuron fires on its own sample only,
+    so the network interpolates and its Υ is :func:`~flatbook.flatness.relu_memorising_flatness`.
+    None when a linear program is infeasible: that sample lies in the cone of the others (projected).
+    """
+    from scipy.optimize import linprog
+
+    from .activations import get_activation
+    from .backend import check_data
+    from .network import TwoLayerNet
+
+    X, y = check_data(X, y)
+    n, d = X.shape
+    W = torch.eye(d, dtype=X.dtype, device=X.device) if within is None else as_tensor(within, "within", ndim=2)
+    if W.shape[0] != d:
+        raise FlatbookInputError(f"within has {W.shape[0]} rows but X has d = {d} columns.")
+    Xw = (X @ W).cpu().numpy()
+    thetas, weights = [], []
+    for i in torch.nonzero(y != 0).flatten().tolist():
+        sign = -(2 * (torch.arange(n) == i).double() - 1).numpy()  # −1 on sample i, +1 on the others
+        result = linprog(
+            c=[0.0] * W.shape[1],
+            A_ub=sign[:, None] * Xw,
+            b_ub=-torch.ones(n).numpy(),
+            bounds=(None, None),
+            method="highs",
+        )
+        if result.status != 0:
+            return None
+        theta = W @ torch.as_tensor(result.x, dtype=X.dtype, device=X.device)
+        thetas.append(theta)
+        weights.append(y[i] / (theta @ X[i]))
+    return TwoLayerNet(torch.stack(weights), torch.stack(thetas), get_activation("relu"))

@@ -46,6 +46,7 @@ from ..progress import progress_bar
 
 __all__ = [
     "BACKENDS",
+    "default_jobs",
     "cache_report",
     "NOT_COMPUTING",
     "computing_sources",
@@ -194,8 +195,9 @@ def _store(path: Path, result) -> None:
     tmp.replace(path)  # atomic: an interrupted write never leaves a corrupt entry
 
 
-def _default_jobs() -> int:
-    value = os.environ.get("FLATBOOK_JOBS", "1").strip() or "1"
+def default_jobs(fallback: int = 1) -> int:
+    """``$FLATBOOK_JOBS`` if set, else ``fallback``: the processes a sweep uses when ``jobs`` is not given."""
+    value = os.environ.get("FLATBOOK_JOBS", str(fallback)).strip() or str(fallback)
     try:
         jobs = int(value)
     except ValueError:
@@ -274,7 +276,7 @@ def map_points(
     backend = backend or os.environ.get("FLATBOOK_BACKEND", "loky").strip() or "loky"
     if backend not in BACKENDS:
         raise FlatbookInputError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}.")
-    jobs = _default_jobs() if jobs is None else jobs
+    jobs = default_jobs() if jobs is None else jobs
     directory = cache_dir()
     paths = [
         entry_path(directory, experiment, point_key(experiment, config, p, version)) if directory else None
