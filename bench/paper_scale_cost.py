@@ -4,7 +4,7 @@
     python bench/paper_scale_cost.py --n-max 400 --out /tmp/cost.json   # a quick look
 
 Their paper sweeps (n up to 3200, m = 2n, five seeds) are too long to run on
-two cores, so this times one configuration point of each kind (seed 0, the
+two cores, so this times the configuration points of each kind (the first ``--seeds`` seeds, the
 paper config, the cache off) for every n of the paper grid up to ``--n-max``,
 keeps the point's result rows, and projects the whole sweep: the sum over all
 its points of the measured time of a point of that kind and n, and beyond
@@ -13,14 +13,15 @@ solver iteration (forming the n × n normal or Hessian matrix of an n × 2n
 feature matrix); solver iterations and search steps are taken not to grow
 with n, so read it as an estimate.
 
-Point kinds (the sweep's other points cost the same as one of these):
+Point kinds (every point of the sweep is one of these, at one of its sizes):
 
-- chapter 3: ReLU (also for the LeakyReLU, whose linear programs have the same
-  sizes, and for the label-noise sweep, whose points skip one of the three
-  direct searches, so they are overstated by about a third), quadratic, and the
-  quadratic of the regime sweep at its smaller d;
+- chapter 3: the ReLU in d = 3 (the flattest interpolator and the flattest ρ0-bad ones, exact pricing),
+  the centred-label certificate alone (timed at every n, however large: it is one arrangement
+  enumeration), the ReLU in the paper's d = 100, the quadratic with n/D fixed and at fixed d;
 - chapter 4: the vanishing-noise condition (the other conditions solve
   programs of the same sizes).
+
+With ``--experiments`` a subset is timed and the other experiments' entries of ``--out`` are kept.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -40,22 +40,34 @@ from common import header, timed
 
 
 def chapter3_kinds(config):
-    """(kind, its config, point arguments but n and seed, its n grid, the sweep's points of this kind per n)."""
-    per_n = config.seeds
-    regime = replace(config, activations=("quadratic",), d=config.regime_d, n_grid=config.regime_n_grid,
-                     bad_alignments=(0.0,))
-    relu_like = sum(name != "quadratic" for name in config.activations) + 1  # + the label-noise sweep
-    return [
-        ("relu", config, {"name": "relu"}, config.n_grid, relu_like * per_n),
-        ("quadratic", config, {"name": "quadratic"}, config.n_grid, per_n),
-        (f"quadratic, regime d = {config.regime_d}", regime, {"name": "quadratic"}, config.regime_n_grid, per_n),
+    """(kind, point function, its keyword points but seed, the sweep's points of this kind per timed point)."""
+    e = bad_interpolators
+    kinds = [
+        (
+            f"{sweep}: {name}, alignments {', '.join(map(str, alignments))}",
+            e._compare,
+            [{"name": name, "d": d, "n": n, "alignments": alignments} for d, n in sizes],
+            config.seeds,
+        )
+        for sweep, name, sizes, alignments in e.sweeps(config)
     ]
+    certificate = [
+        {"name": "relu", "d": config.certified_d, "n": n, "always_timed": True} for n in config.certificate_n_grid
+    ]  # seconds even at n = 3072: timed at every n
+    return [*kinds, ("certificate: relu, alignment 0", e._certificate, certificate, config.seeds)]
 
 
 def chapter4_kinds(config):
     """As :func:`chapter3_kinds`, for chapter 4."""
     conditions = len(flattest_generalise.CONDITIONS)
-    return [("vanishing noise", config, {"condition": "vanishing noise"}, config.n_grid, conditions * config.seeds)]
+    return [
+        (
+            "vanishing noise",
+            flattest_generalise._point,
+            [{"condition": "vanishing noise", "n": n} for n in config.n_grid],
+            conditions * config.seeds,
+        )
+    ]
 
 
 EXPERIMENTS = {
@@ -68,39 +80,72 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--experiments", nargs="+", default=list(EXPERIMENTS), choices=list(EXPERIMENTS))
     parser.add_argument("--n-max", type=int, default=1600, help="largest n timed; larger n are projected")
+    parser.add_argument("--seeds", type=int, default=1, help="seeds timed per point (the sweep's first ones)")
     parser.add_argument("--out", default="book/paper_scale/cost.json")
     args = parser.parse_args()
+    if args.n_max < 1 or args.seeds < 1:
+        parser.error("--n-max and --seeds must be positive")
     print(header(f"paper-scale cost, n <= {args.n_max}"), flush=True)
-    timings, projections = [], []
+    out = Path(args.out)
+    previous = json.loads(out.read_text()) if out.exists() else {"timings": [], "projections": []}
+    timings = [t for t in previous["timings"] if t["experiment"] not in args.experiments]
+    projections = [p for p in previous["projections"] if p["experiment"] not in args.experiments]
     for experiment in args.experiments:
         module, kinds = EXPERIMENTS[experiment]
         config = module.CONFIGS["paper"]
         total, measured_points, all_points = 0.0, 0, 0
-        for kind, kind_config, point, n_grid, points_per_n in kinds(config):
+        for kind, function, points, points_per_point in kinds(config):
             largest = None
-            for n in n_grid:
-                if n <= args.n_max:
-                    rows, seconds = timed(partial(module._point, kind_config, n=n, seed=kind_config.seed, **point))
-                    timings.append({"experiment": experiment, "kind": kind, "d": kind_config.d, "n": n,
-                                    "m": kind_config.width_factor * n, "seconds": round(seconds, 2),
-                                    "rows": rows})
-                    print(f"{experiment:20s} {kind:28s} n = {n:5d}: {seconds:8.1f} s", flush=True)
+            for point in points:
+                n, always_timed = point["n"], point.pop("always_timed", False)
+                if n <= args.n_max or always_timed:
+                    times = []
+                    for replicate in range(args.seeds):  # the sweep's own seeds: config.seed + 100 s
+                        seed = config.seed + 100 * replicate
+                        rows, seconds = timed(partial(function, config, seed=seed, **point))
+                        timings.append(
+                            {
+                                "experiment": experiment,
+                                "kind": kind,
+                                "seed": seed,
+                                "d": point.get("d", getattr(config, "d", None)),
+                                "n": n,
+                                "m": config.width_factor * n,
+                                "seconds": round(seconds, 2),
+                                "rows": rows,
+                            }
+                        )
+                        print(f"{experiment:20s} {kind:36s} n = {n:5d}, seed {seed:3d}: {seconds:8.1f} s", flush=True)
+                        times.append(seconds)
+                    seconds = sum(times) / len(times)
                     largest = (n, seconds)
-                    measured_points += points_per_n
+                    measured_points += points_per_point
                 else:
                     seconds = largest[1] * (n / largest[0]) ** 3
-                total += points_per_n * seconds
-                all_points += points_per_n
-        projections.append({"experiment": experiment, "points": all_points,
-                            "points_at_measured_sizes": measured_points, "projected_hours": round(total / 3600, 1)})
+                total += points_per_point * seconds
+                all_points += points_per_point
+        projections.append(
+            {
+                "experiment": experiment,
+                "points": all_points,
+                "points_at_measured_sizes": measured_points,
+                "projected_hours": round(total / 3600, 1),
+            }
+        )
         print(f"{experiment}: {all_points} points, projected {total / 3600:.1f} h", flush=True)
-    report = {"command": f"python bench/paper_scale_cost.py --n-max {args.n_max}",
-              "n_max": args.n_max, "timings": timings, "projections": projections,
-              "device": str(default_device()), "machine": header()[2:],
-              "code_fingerprint": code_fingerprint()[:16],
-              "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    report = {
+        "command": f"python bench/paper_scale_cost.py --n-max {args.n_max} --seeds {args.seeds} "
+        f"(experiments: {', '.join(args.experiments)})",
+        "n_max": args.n_max,
+        "timings": timings,
+        "projections": projections,
+        "device": str(default_device()),
+        "machine": header()[2:],
+        "code_fingerprint": code_fingerprint()[:16],
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"written {args.out}")
 
 

@@ -1,5 +1,7 @@
 """The chapter experiments at smoke scale: they run, their tables hold what the chapters assert."""
 
+import math
+
 import pytest
 from matplotlib.figure import Figure
 
@@ -81,15 +83,31 @@ def test_bad_interpolators_tables():
 
     config = bad_interpolators.CONFIGS["smoke"]
     tables = bad_interpolators.run(config)
-    for row in tables["runs"] + tables["regime"] + tables["noise"]:
-        assert row["residual"] <= 1e-8 * row["max_abs_y"]
-        if row["method"] == "bad":
-            assert row["weighted_alignment"] == pytest.approx(row["rho"], abs=1e-9)
-    assert {(r["activation"], r["rho"]) for r in tables["slopes"]} == {
-        (a, rho) for a in config.activations for rho in config.bad_alignments
-    }
-    for row in tables["slopes"]:
+    for sweep in ("certified", "relu_high_d", "quadratic", "quadratic_regime"):
+        rows = tables[sweep]
+        assert {r["method"] for r in rows} == {"best", "bad"}
+        for row in rows:
+            assert row["lower"] <= row["upper"] * (1 + 1e-9), row  # a proven lower bound never exceeds a network's Υ
+            if row.get("certificate_upsilon") is not None:
+                assert row["certificate_upsilon"] <= row["upper"] * (1 + 1e-9), row
+    # ρ0 = 0 in d = 3 is a great circle: pricing is exact and both ends of the bracket are proven.
+    assert {r["pricing"] for r in tables["certified"] if r["method"] == "best" or r["rho"] == 0.0} == {"exact"}
+    for row in tables["ratios"]:
+        if row["sweep"] != "certificate":
+            assert row["proven"] <= row["estimate"] * (1 + 1e-9) <= row["outer"] * (1 + 1e-8), row
+    fitted = {(r["sweep"], r["rho"], r["ratio"]) for r in tables["slopes"]}
+    assert {("certified", 0.0, "proven"), ("certificate", 0.0, "certificate")} <= fitted
+    assert all(r["from_n_over_d"] == config.fit_from_n_over_d for r in tables["slopes"])
+    for row in tables["slopes"] + tables["local_slopes"]:
         assert row["low"] < row["high"]  # a real interval from several seeds, not a point
+    local = [r for r in tables["local_slopes"] if r["sweep"] == "certified" and r["ratio"] == "proven"]
+    assert len(local) == 2 * (len(config.certified_n_grid) - 1)  # two alignments, consecutive n
+    assert all(math.isfinite(r["memorising_upsilon"]) for r in tables["certified"])
+    # ρ0 = 0 in d = 4: the bad set is a 2-sphere, priced exactly; the flattest interpolator by bounds.
+    assert {r["pricing"] for r in tables["exact_bad"] if r["method"] == "bad"} == {"exact"}
+    for row in tables["relu_high_d"]:  # the memorising network, where it exists, interpolates with Υ of eq-memorising
+        if math.isfinite(row["memorising_bad_upsilon"]):
+            assert row["memorising_bad_upsilon"] == pytest.approx(row["memorising_upsilon"], rel=1e-9)
     assert_draws_its_figures(bad_interpolators, tables)
 
 

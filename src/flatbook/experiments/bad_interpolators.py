@@ -1,192 +1,390 @@
-"""Chapter 3: misaligned interpolators stay sharper than the flattest, by a factor growing with n.
+"""Chapter 3: the flattest misaligned interpolators against the flattest interpolator, with proven bounds.
 
-For each activation, sample size n on a geometric grid and seed: a
-single-index teacher with that link, then
+Every point: a noiseless single-index teacher in dimension d with the activation as its link,
+n samples, width m = ``width_factor`` · n, then :func:`flatbook.flattest_interpolator` over all
+directions (Υ*(m) ∈ [lower, upper]) and over the bad set ρ(u) ≤ ρ0 for each ρ0 of the sweep
+(Υ_bad ∈ [lower, upper]), the teacher's own Υ, the centred-label certificate of the bad set
+(:func:`flatbook.global_flattest.measure_dual_bound` with λ = y − ȳ, eq. ``eq-centred-certificate``)
+and the exact population loss of every network.  The sweeps:
 
-- the best flatness found for the data, Υ_best: the minimum over a dictionary
-  of random directions plus the teacher direction, a direct search started
-  from random directions (:mod:`flatbook.search`), and the bad interpolators
-  below (so Υ_bad / Υ_best ≥ 1 by construction);
-- the flattest *bad* interpolator found: flattest outer weights (then the
-  optimal rescaling) for m directions all with alignment exactly ρ to the
-  teacher, for each ρ in ``bad_alignments`` (ρ = 0: orthogonal to the
-  teacher), improved by a direct search that keeps every direction at
-  alignment ρ; the smaller Υ of the two counts.
+- ``certified``: ReLU, d = 3, ρ0 ∈ ``alignments``.  At ρ0 = 0 the bad set is a great circle and
+  both solves price exactly, so both brackets are proven (and usually certified, gap ≤ tol).
+- ``certificate``: ReLU, d = 3, ρ0 = 0, the certificate alone over a longer n grid (it costs one
+  arrangement enumeration): with the teacher's Υ ≥ Υ*(m) it proves ratio ≥ (V_cert / V_teacher)^p.
+- ``relu_high_d``: ReLU in a higher d, ρ0 = 0: pricing by bounds, so brackets are wide and the
+  ratio of the two networks found is an estimate.
+- ``quadratic``: n = ``quadratic_share`` · D with D = d(d−1)/2 the dimension of the quadratic
+  forms that misaligned neurons compute, d on a grid (so n/D is fixed and n/d grows); and
+  ``quadratic_regime``: fixed d, n up to D, where the bad set stops interpolating.
 
-Every method runs at every n, so the slopes compare like with like.
-
-Tables: ``runs`` (one row per activation, n, seed and method, with Υ and the
-population loss), ``slopes`` (the log-log slope of Υ_bad/Υ_best against n per
-activation and ρ, mean and 95 % interval across seeds, beside c/(c+1)).
+Tables: one per sweep (one row per point and method "best" / "bad"); ``ratios`` (one row per sweep,
+point and ρ0: ``proven`` = lower(bad)/upper(best), ``outer`` = upper(bad)/lower(best), ``estimate`` =
+upper(bad)/upper(best), ``certificate`` = (V_cert/V_teacher)^p where computed); ``slopes`` (log-log
+slope of each ratio against n/d per sweep and ρ0, mean and 95 % interval across seeds) and
+``local_slopes`` (the same between consecutive grid points).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass
 
 from .. import get_activation
-from ..data import single_index
-from ..interpolators import (
-    alignment_projector,
-    directions_with_alignment,
-    random_directions,
-)
-from ..search import dictionary_search, direct_search, interpolator_report
-from ..tables import slope_across_seeds, where
+from ..data import population_loss, single_index
+from ..flatness import min_flatness, relu_memorising_flatness, unit_flatness_weights
+from ..global_flattest import flattest_interpolator, measure_dual_bound
+from ..interpolators import complement_basis, memorising_network
+from ..stats import loglog_slope, mean_interval
+from ..tables import column, distinct, geomean, group, index, slope_across_seeds, where
 from .runner import map_points
 
-__all__ = ["CHAPTER", "VERSION", "Config", "CONFIGS", "run", "slopes", "gap"]
+__all__ = ["CHAPTER", "VERSION", "Config", "CONFIGS", "RATIOS", "run", "sweeps", "ratios", "slopes", "bad_dimension"]
 
 #: the chapter that shows this experiment's figures
 CHAPTER = "book/03-bad-interpolators.md"
 #: bump when the results change meaning without a change in the package's computing code
-VERSION = 1
+VERSION = 2
+#: the ratios of ``ratios`` rows, and what each is
+RATIOS = {
+    "proven": "lower(bad) / upper(best): a proven lower bound on Υ_bad / Υ*",
+    "outer": "upper(bad) / lower(best): a proven upper bound on Υ_bad / Υ*",
+    "estimate": "upper(bad) / upper(best): the two networks found",
+    "certificate": "(V_cert / V_teacher)^p: the centred-label certificate over the teacher's Υ (proven lower bound)",
+}
 
 
 @dataclass(frozen=True)
 class Config:
-    activations: tuple = ("relu", "leaky_relu", "quadratic")
-    d: int = 40
-    n_grid: tuple = (40, 80, 160, 320)
-    seeds: int = 3
+    seeds: int = 5
     width_factor: int = 2
-    noise_std: float = 0.0
-    bad_alignments: tuple = (0.0, 0.5)
-    search_steps: int = 6
-    n_test: int = 20_000
+    #: the certified ReLU sweep: d = 3, exact pricing on the great circle ρ = 0
+    certified_d: int = 3
+    certified_n_grid: tuple = (6, 12, 24, 48)
+    alignments: tuple = (0.0, 0.5)
+    #: the ReLU in d = 4, ρ0 = 0: pricing exact on the bad set (a 2-sphere), by bounds for the flattest
+    exact_bad_d: int = 4
+    exact_bad_n_grid: tuple = (8, 16, 32, 64)
+    #: the centred-label certificate alone, ReLU, d = certified_d, ρ0 = 0
+    certificate_n_grid: tuple = (6, 12, 24, 48, 96, 192, 384, 768)
+    #: the ReLU in a higher dimension (heuristic: pricing by bounds)
+    relu_high_d: int = 8
+    relu_high_n_grid: tuple = (8, 16, 32)
+    #: the quadratic with n = share · d(d−1)/2 on a grid of d, and at one d with n up to d(d−1)/2
+    quadratic_d_grid: tuple = (6, 8, 10)
+    quadratic_share: float = 0.5
+    quadratic_regime_d: int = 6
+    quadratic_regime_n_grid: tuple = (4, 8, 12, 14)
+    #: solver settings where pricing is not exact (the bounds do not close anyway)
+    heuristic_tol: float = 1e-2
+    heuristic_pricing_starts: int = 16
+    #: slopes are fitted over n/d ≥ this (the theorem's regime n ≫ d); local slopes cover every n
+    fit_from_n_over_d: float = 4.0
     seed: int = 0
-    #: the quadratic again at a smaller d, to compare regimes n / (d(d-1)/2)
-    regime_d: int = 20
-    regime_n_grid: tuple = (20, 40, 80, 160)
-    #: the ReLU again with label noise
-    noise_sweep_std: float = 0.1
 
 
 #: the config of each scale (smoke, book, paper)
 CONFIGS = {
     "smoke": Config(
-        activations=("relu", "quadratic"),
-        d=12,
-        n_grid=(20, 40),
         seeds=2,
-        search_steps=2,
-        n_test=2_000,
-        regime_d=10,
-        regime_n_grid=(10, 20),
+        certified_n_grid=(6, 12, 24),
+        exact_bad_n_grid=(8, 16),
+        certificate_n_grid=(6, 12, 24),
+        relu_high_d=4,
+        relu_high_n_grid=(4, 8),
+        quadratic_d_grid=(5, 6),
+        quadratic_regime_d=5,
+        quadratic_regime_n_grid=(4, 8),
     ),
     "book": Config(),
     "paper": Config(
-        d=100,
-        n_grid=(100, 200, 400, 800, 1600, 3200),
-        seeds=5,
-        search_steps=20,
-        n_test=200_000,
-        regime_d=50,
-        regime_n_grid=(100, 200, 400, 800),
+        certified_n_grid=(6, 12, 24, 48, 96, 192),
+        exact_bad_n_grid=(8, 16, 32, 64, 128),
+        certificate_n_grid=tuple(6 * 2**k for k in range(10)),
+        relu_high_d=100,
+        relu_high_n_grid=(100, 200, 400),
+        quadratic_d_grid=(6, 8, 12, 16, 24),
+        quadratic_regime_d=10,
+        quadratic_regime_n_grid=(6, 12, 24, 36, 42, 44),
+        heuristic_pricing_starts=64,
     ),
 }
 
 
-def _point(config, name, n, seed):
-    """All interpolators for one (activation, n, seed)."""
+def bad_dimension(activation: str, d: int) -> int | None:
+    """D: the dimension of the functions that neurons orthogonal to a single-index teacher span, if finite.
+
+    For the quadratic they compute quadratic forms of the (d − 1)-dimensional projection P⊥x:
+    D = d(d − 1)/2, so no ρ0 = 0 interpolator exists beyond n = D.  None for the ReLU family.
+    """
+    return d * (d - 1) // 2 if get_activation(activation).name == "quadratic" else None
+
+
+def _solver_options(config: Config, activation, d: int, rho: float | None) -> dict:
+    """Exact pricing where it is exact on the admissible set (ReLU family, a (sub)sphere of dimension ≤ 3);
+    elsewhere the heuristic settings, and no "superset" enumeration for ρ0 > 0: it bounds only V*, which the
+    flattest interpolator's own lower bound already does (the bad set is a subset)."""
+    relu_family = activation.name in ("relu", "leaky_relu")
+    if relu_family and ((rho is None and d <= 3) or (rho == 0.0 and d - 1 <= 3)):
+        return {}
+    return {"tol": config.heuristic_tol, "pricing_starts": config.heuristic_pricing_starts, "exact_pricing": False}
+
+
+def _compare(config: Config, name: str, d: int, n: int, seed: int, alignments: tuple) -> list[dict]:
+    """The flattest interpolator and the flattest ρ0-bad one for each ρ0, with bounds, for one dataset."""
     activation = get_activation(name)
-    teacher = single_index(config.d, link=name, noise_std=config.noise_std, seed=seed)
+    teacher = single_index(d, link=name, seed=seed)
     X, y = teacher.sample(n, seed=seed + 1000)
-    m = config.width_factor * n
-    start = random_directions(m, config.d, seed=seed + 1)
-    searches = [
-        dictionary_search(X, y, activation, m - 1, seed=seed + 1, extra_directions=teacher.theta_star),
-        direct_search(X, y, activation, start, steps=config.search_steps),
-    ]
-    rows = [
-        {
-            "method": search.method,
-            "rho": float("nan"),
-            **interpolator_report(search.solution, X, y, teacher, n_test=config.n_test),
-        }
-        for search in searches
-    ]
-    for rho in config.bad_alignments:
-        bad_start = directions_with_alignment(teacher.theta_star, m, rho, seed=seed + 2)
-        bad = direct_search(
-            X,
-            y,
-            activation,
-            bad_start,
-            steps=config.search_steps,
-            constraint=alignment_projector(teacher.theta_star, rho),
-        )
-        rows.append(
-            {
-                "method": "bad",
-                "rho": rho,
-                "bad_dictionary_upsilon": bad.history[0],
-                **interpolator_report(bad.solution, X, y, teacher, n_test=config.n_test),
-            }
-        )
-    best = min(r["upsilon"] for r in rows)  # the flattest interpolator found, whatever its alignment
-    bad_dimension = (config.d - 1) * config.d // 2  # quadratic forms on the complement of θ*
-    return [
-        {
-            "activation": name,
-            "c": activation.degree,
-            "d": config.d,
-            "n": n,
-            "m": m,
-            "seed": seed,
-            "noise_std": config.noise_std,
-            "best_upsilon": best,
-            "bad_dimension": bad_dimension,
-            **row,
-        }
-        for row in rows
-    ]
-
-
-def _sweep(config: Config, jobs, backend, label) -> list[dict]:
-    points = [
-        {"name": name, "n": n, "seed": config.seed + 100 * s}
-        for name in config.activations
-        for n in config.n_grid
-        for s in range(config.seeds)
-    ]
-    results = map_points(
-        _point, config, points, experiment="bad_interpolators", version=VERSION, jobs=jobs, backend=backend, desc=label
-    )
-    return [row for rows in results for row in rows]
-
-
-def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
-    """The main sweep and its slopes; the quadratic at a second d; the ReLU with label noise."""
-    runs = _sweep(config, jobs, backend, "bad interpolators")
-    regime_config = replace(
-        config, activations=("quadratic",), d=config.regime_d, n_grid=config.regime_n_grid, bad_alignments=(0.0,)
-    )
-    noise_config = replace(config, activations=("relu",), noise_std=config.noise_sweep_std, bad_alignments=(0.0,))
-    noise_runs = _sweep(noise_config, jobs, backend, "with label noise")
-    return {
-        "runs": runs,
-        "slopes": slopes(runs, config),
-        "regime": _sweep(regime_config, jobs, backend, "quadratic regime"),
-        "noise": noise_runs,
-        "noise_slopes": slopes(noise_runs, noise_config),
+    m, p = config.width_factor * n, activation.p
+    teacher_upsilon = m ** (1.0 - p) * float(unit_flatness_weights(teacher.theta_star, X, activation)[0])
+    common = {
+        "activation": name,
+        "c": activation.degree,
+        "p": p,
+        "d": d,
+        "n": n,
+        "m": m,
+        "seed": seed,
+        "n_over_d": n / d,
+        "teacher_upsilon": teacher_upsilon,
+        "bad_dimension": bad_dimension(name, d),
+        "memorising_upsilon": relu_memorising_flatness(X, y) if name == "relu" else math.nan,
+        "memorising_bad_upsilon": _memorising_bad_upsilon(X, y, teacher) if name == "relu" else math.nan,
     }
-
-
-def slopes(runs: list[dict], config: Config) -> list[dict]:
-    """Per activation and ρ: slope of log(Υ_bad/Υ_best) on log n for each seed, then mean ± interval."""
     rows = []
-    for name in config.activations:
-        c = get_activation(name).degree
-        for rho in config.bad_alignments:
-            sel = where(runs, activation=name, method="bad", rho=rho)
-            mean, low, high = slope_across_seeds(sel, "n", gap)
-            rows.append(
-                {"activation": name, "rho": rho, "slope": mean, "low": low, "high": high, "theory": c / (c + 1)}
-            )
+    for rho in (None, *alignments):
+        bad = {} if rho is None else {"teacher": teacher.theta_star, "max_alignment": rho}
+        result = flattest_interpolator(
+            X, y, activation, m, seed=seed, **bad, **_solver_options(config, activation, d, rho)
+        )
+        row = {
+            **common,
+            "method": "best" if rho is None else "bad",
+            "rho": math.nan if rho is None else rho,
+            "lower": result.lower,
+            "upper": result.upper,
+            "certified": result.certified,
+            "gap": result.gap,
+            "pricing": result.pricing,
+            "population_loss": population_loss(result.net, teacher).value,
+        }
+        if rho == 0.0:
+            row.update(_certificate_terms(X, y, activation, teacher, m, teacher_upsilon))
+        rows.append(row)
     return rows
 
 
-def gap(row: dict) -> float:
-    """Υ / Υ_best of a row of ``runs``: how much sharper than the flattest found (≥ 1)."""
-    return row["upsilon"] / row["best_upsilon"]
+def _memorising_bad_upsilon(X, y, teacher) -> float:
+    """Υ of the memorising network built from misaligned directions (ρ = 0), an upper bound on Υ_bad; nan if
+    some sample cannot be isolated by such a direction (eq. ``eq-memorising``)."""
+    net = memorising_network(X, y, complement_basis(teacher.theta_star))
+    return math.nan if net is None else min_flatness(net, X, y)
+
+
+def _certificate_terms(X, y, activation, teacher, m: int, teacher_upsilon: float) -> dict:
+    """The centred-label certificate on ρ = 0: m^{1−p} V_cert^p ≤ Υ_bad (eq. ``eq-centred-certificate``)."""
+    bound = measure_dual_bound(X, y, activation, y - y.mean(), teacher=teacher.theta_star, max_alignment=0.0)
+    certificate_upsilon = m ** (1.0 - activation.p) * bound.value**activation.p
+    return {
+        "certificate_upsilon": certificate_upsilon,
+        "certificate_sup": bound.sup,
+        "certificate_dual_value": bound.dual_value,
+        "certificate_pricing": bound.pricing,
+        "certificate_ratio": certificate_upsilon / teacher_upsilon,
+    }
+
+
+def _certificate(config: Config, name: str, d: int, n: int, seed: int) -> dict:
+    """The centred-label certificate alone (no column generation), for the long n grid."""
+    activation = get_activation(name)
+    teacher = single_index(d, link=name, seed=seed)
+    X, y = teacher.sample(n, seed=seed + 1000)
+    m = config.width_factor * n
+    teacher_upsilon = m ** (1.0 - activation.p) * float(unit_flatness_weights(teacher.theta_star, X, activation)[0])
+    return {
+        "sweep": "certificate",
+        "activation": name,
+        "c": activation.degree,
+        "p": activation.p,
+        "d": d,
+        "n": n,
+        "m": m,
+        "seed": seed,
+        "n_over_d": n / d,
+        "rho": 0.0,
+        "teacher_upsilon": teacher_upsilon,
+        **_certificate_terms(X, y, activation, teacher, m, teacher_upsilon),
+    }
+
+
+def sweeps(config: Config) -> list[tuple[str, str, list[tuple[int, int]], tuple]]:
+    """(name, activation, its (d, n) sizes, its alignments ρ0) of each column-generation sweep."""
+    d3, quadratic_d = config.certified_d, config.quadratic_regime_d
+    return [
+        ("certified", "relu", [(d3, n) for n in config.certified_n_grid], config.alignments),
+        ("exact_bad", "relu", [(config.exact_bad_d, n) for n in config.exact_bad_n_grid], (0.0,)),
+        ("relu_high_d", "relu", [(config.relu_high_d, n) for n in config.relu_high_n_grid], (0.0,)),
+        (
+            "quadratic",
+            "quadratic",
+            [(d, round(config.quadratic_share * bad_dimension("quadratic", d))) for d in config.quadratic_d_grid],
+            (0.0,),
+        ),
+        ("quadratic_regime", "quadratic", [(quadratic_d, n) for n in config.quadratic_regime_n_grid], (0.0,)),
+    ]
+
+
+def _map(function, config: Config, points: list[dict], label: str, jobs, backend) -> list:
+    return map_points(
+        function,
+        config,
+        points,
+        experiment="bad_interpolators",
+        version=VERSION,
+        jobs=jobs,
+        backend=backend,
+        desc=f"chapter 3: {label}",
+    )
+
+
+def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
+    """All sweeps, the ratio brackets of every point, and their slopes and local slopes across seeds.
+
+    A point that two sweeps share (same activation, d, n, seed and alignments) is computed, and cached, once.
+    """
+    seeds = [config.seed + 100 * s for s in range(config.seeds)]
+    tables = {}
+    for sweep, name, sizes, alignments in sweeps(config):
+        points = [
+            {"name": name, "d": d, "n": n, "seed": seed, "alignments": alignments} for d, n in sizes for seed in seeds
+        ]
+        results = _map(_compare, config, points, sweep, jobs, backend)
+        tables[sweep] = [{"sweep": sweep, **row} for rows in results for row in rows]
+    points = [
+        {"name": "relu", "d": config.certified_d, "n": n, "seed": seed}
+        for n in config.certificate_n_grid
+        for seed in seeds
+    ]
+    tables["certificate"] = _map(_certificate, config, points, "certificate", jobs, backend)
+    ratio_rows = [r for sweep, *_ in sweeps(config) for r in ratios(tables[sweep])]
+    ratio_rows += [
+        {
+            **r,
+            "proven": math.nan,
+            "outer": math.nan,
+            "estimate": math.nan,
+            "certificate": r["certificate_ratio"],
+            "certified": False,
+            "bad_certified": False,
+            "best_below_teacher": False,
+            "best_upper": math.nan,
+            "memorising_upsilon": math.nan,
+            "memorising_bad_upsilon": math.nan,
+            "bad_dimension": None,
+        }
+        for r in tables["certificate"]
+    ]
+    tables["ratios"] = ratio_rows
+    tables["slopes"], tables["local_slopes"] = slopes(ratio_rows, config.fit_from_n_over_d)
+    return tables
+
+
+#: the fields of a bad row that its ratio row keeps
+_KEPT = (
+    "sweep",
+    "activation",
+    "c",
+    "p",
+    "d",
+    "n",
+    "m",
+    "seed",
+    "n_over_d",
+    "rho",
+    "teacher_upsilon",
+    "bad_dimension",
+    "memorising_upsilon",
+    "memorising_bad_upsilon",
+)
+
+
+def ratios(rows: list[dict]) -> list[dict]:
+    """Per point and ρ0: the proven bracket [lower(bad)/upper(best), upper(bad)/lower(best)] on Υ_bad/Υ*, the ratio
+    of the networks found, and the certificate's proven lower bound where computed.
+
+    lower(bad) is the larger of the two lower bounds (the bad set is a subset, so Υ_bad ≥ Υ*), and upper(best)
+    the smaller of the flattest network's Υ and the teacher's (the noiseless teacher, split into m copies, is an
+    interpolator of the width too).
+    """
+    out = []
+    for members in group(rows, "sweep", "activation", "d", "n", "seed").values():
+        best = where(members, method="best")[0]
+        best_upper = min(best["upper"], best["teacher_upsilon"])
+        for bad in where(members, method="bad"):
+            out.append(
+                {
+                    **{k: bad[k] for k in _KEPT},
+                    "proven": max(bad["lower"], best["lower"]) / best_upper,
+                    "outer": bad["upper"] / best["lower"] if best["lower"] > 0 else math.inf,
+                    "estimate": bad["upper"] / best_upper,
+                    "certificate": bad.get("certificate_ratio", math.nan),
+                    "certified": bool(bad["certified"] and best["certified"]),
+                    "bad_certified": bool(bad["certified"]),
+                    "best_below_teacher": best["upper"] < best["teacher_upsilon"],
+                    "best_upper": best["upper"],
+                }
+            )
+    return out
+
+
+def slopes(ratio_rows: list[dict], fit_from_n_over_d: float = 0.0) -> tuple[list[dict], list[dict]]:
+    """Log-log slopes of each ratio against n/d per (sweep, ρ0), fitted per seed over n/d ≥ ``fit_from_n_over_d``
+    then mean and 95 % interval (only where two sizes qualify); and the local slopes between consecutive n over
+    every n, with intervals, to show where a fit bends."""
+    fits, local = [], []
+    for (sweep, rho), members in group(ratio_rows, "sweep", "rho", sort=True).items():
+        c = members[0]["c"]
+        for name in RATIOS:
+            usable = [r for r in members if math.isfinite(r[name]) and r[name] > 0]
+            if len(usable) < len(members) or len(distinct(usable, "n")) < 2:
+                continue
+            in_regime = [r for r in usable if r["n_over_d"] >= fit_from_n_over_d]
+            if len(distinct(in_regime, "n")) >= 2:
+                mean, low, high = slope_across_seeds(in_regime, "n_over_d", name)
+                fits.append(
+                    {
+                        "sweep": sweep,
+                        "rho": rho,
+                        "ratio": name,
+                        "slope": mean,
+                        "low": low,
+                        "high": high,
+                        "theory": c / (c + 1),
+                        "from_n_over_d": fit_from_n_over_d,
+                        "to_n_over_d": max(column(in_regime, "n_over_d")),
+                    }
+                )
+            by_n = group(usable, "n", sort=True)
+            sizes = list(by_n)
+            for first, second in zip(sizes, sizes[1:], strict=False):
+                before, after = index(by_n[first], "seed"), index(by_n[second], "seed")
+                per_seed = [
+                    loglog_slope([a["n_over_d"], after[seed]["n_over_d"]], [a[name], after[seed][name]])
+                    for seed, a in before.items()
+                    if seed in after
+                ]
+                mean, low, high = mean_interval(per_seed)
+                x_mid = geomean([by_n[first][0]["n_over_d"], by_n[second][0]["n_over_d"]])
+                local.append(
+                    {
+                        "sweep": sweep,
+                        "rho": rho,
+                        "ratio": name,
+                        "n_from": first,
+                        "n_to": second,
+                        "n_over_d": x_mid,
+                        "slope": mean,
+                        "low": low,
+                        "high": high,
+                    }
+                )
+    return fits, local
