@@ -81,6 +81,7 @@ def main():
     parser.add_argument("--experiments", nargs="+", default=list(EXPERIMENTS), choices=list(EXPERIMENTS))
     parser.add_argument("--n-max", type=int, default=1600, help="largest n timed; larger n are projected")
     parser.add_argument("--seeds", type=int, default=1, help="seeds timed per point (the sweep's first ones)")
+    parser.add_argument("--resume", action="store_true", help="reuse the points of an interrupted run's journal")
     parser.add_argument("--out", default="book/paper_scale/cost.json")
     args = parser.parse_args()
     if args.n_max < 1 or args.seeds < 1:
@@ -89,6 +90,16 @@ def main():
     out = Path(args.out)
     previous = json.loads(out.read_text()) if out.exists() else {"timings": [], "projections": []}
     timings = [t for t in previous["timings"] if t["experiment"] not in args.experiments]
+    # Every timed point is appended to a journal as it finishes, so an interrupted run resumes with --resume.
+    journal = out.with_suffix(".partial.jsonl")
+    done = {}
+    if args.resume and journal.exists():
+        for line in journal.read_text().splitlines():
+            entry = json.loads(line)
+            done[entry["experiment"], entry["kind"], entry["d"], entry["n"], entry["seed"]] = entry
+        print(f"resuming: {len(done)} points from {journal}", flush=True)
+    elif journal.exists():
+        journal.unlink()
     projections = [p for p in previous["projections"] if p["experiment"] not in args.experiments]
     for experiment in args.experiments:
         module, kinds = EXPERIMENTS[experiment]
@@ -102,21 +113,28 @@ def main():
                     times = []
                     for replicate in range(args.seeds):  # the sweep's own seeds: config.seed + 100 s
                         seed = config.seed + 100 * replicate
-                        rows, seconds = timed(partial(function, config, seed=seed, **point))
-                        timings.append(
-                            {
+                        d = point.get("d", getattr(config, "d", None))
+                        entry = done.get((experiment, kind, d, n, seed))
+                        if entry is None:
+                            rows, seconds = timed(partial(function, config, seed=seed, **point))
+                            entry = {
                                 "experiment": experiment,
                                 "kind": kind,
                                 "seed": seed,
-                                "d": point.get("d", getattr(config, "d", None)),
+                                "d": d,
                                 "n": n,
                                 "m": config.width_factor * n,
                                 "seconds": round(seconds, 2),
                                 "rows": rows,
                             }
+                            with journal.open("a") as stream:
+                                stream.write(json.dumps(entry) + "\n")
+                        timings.append(entry)
+                        print(
+                            f"{experiment:20s} {kind:36s} n = {n:5d}, seed {seed:3d}: {entry['seconds']:8.1f} s",
+                            flush=True,
                         )
-                        print(f"{experiment:20s} {kind:36s} n = {n:5d}, seed {seed:3d}: {seconds:8.1f} s", flush=True)
-                        times.append(seconds)
+                        times.append(entry["seconds"])
                     seconds = sum(times) / len(times)
                     largest = (n, seconds)
                     measured_points += points_per_point
@@ -146,6 +164,7 @@ def main():
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
+    journal.unlink(missing_ok=True)
     print(f"written {args.out}")
 
 

@@ -108,6 +108,16 @@ def test_bad_settings_are_rejected(monkeypatch):
         map_points(toy_point, Toy(), POINTS, experiment="toy-nodask", backend="dask")
 
 
+def test_default_jobs_reads_the_environment_before_the_fallback(monkeypatch):
+    monkeypatch.delenv("FLATBOOK_JOBS", raising=False)
+    assert runner.default_jobs() == 1 and runner.default_jobs(2) == 2
+    monkeypatch.setenv("FLATBOOK_JOBS", "3")
+    assert runner.default_jobs(2) == 3
+    monkeypatch.setenv("FLATBOOK_JOBS", "0")
+    with pytest.raises(FlatbookInputError, match="FLATBOOK_JOBS must be at least 1"):
+        runner.default_jobs(2)
+
+
 def test_cache_report_counts_points():
     runner.cache_report()  # reset
     map_points(toy_point, Toy(scale=5.0), POINTS[:3], experiment="toy-report")
