@@ -111,9 +111,9 @@ def main():
                 n, always_timed = point["n"], point.pop("always_timed", False)
                 if n <= args.n_max or always_timed:
                     times = []
+                    d = point.get("d", getattr(config, "d", None))
                     for replicate in range(args.seeds):  # the sweep's own seeds: config.seed + 100 s
                         seed = config.seed + 100 * replicate
-                        d = point.get("d", getattr(config, "d", None))
                         entry = done.get((experiment, kind, d, n, seed))
                         if entry is None:
                             rows, seconds = timed(partial(function, config, seed=seed, **point))

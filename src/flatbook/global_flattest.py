@@ -47,6 +47,7 @@ from .backend import as_tensor, check_data
 from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverError
 from .flatness import min_flatness, unit_flatness_weights
 from .flattest import _lp_interior_point, flattest_outer_weights
+from .interpolators import complement_basis
 from .network import TwoLayerNet
 from .pricing import (
     dual_ratio_bound,
@@ -127,8 +128,7 @@ def _admissible_set(d: int, teacher, max_alignment, device):
     if k >= d:
         raise FlatbookInputError(f"the teacher spans R^{d}: no direction has alignment below 1.")
     basis_in = theta_star.T                     # (d, k)
-    complement = torch.linalg.svd(torch.eye(d, dtype=theta_star.dtype, device=device)
-                                  - basis_in @ basis_in.T).U[:, : d - k]
+    complement = complement_basis(theta_star)
 
     def project(U):
         inside = (U @ basis_in) @ basis_in.T

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
-from .backend import DTYPE, as_tensor, default_device
+from .activations import get_activation
+from .backend import DTYPE, as_tensor, check_data, default_device
 from .errors import FlatbookInputError
+from .network import TwoLayerNet
 
 __all__ = [
     "directions_with_alignment",
@@ -40,7 +43,9 @@ def directions_with_alignment(theta_star, m: int, rho: float, seed: int = 0) -> 
     if not (0.0 <= rho <= 1.0 and math.isfinite(rho)):
         raise FlatbookInputError(f"rho must lie in [0, 1], got {rho!r}.")
     if rho < 1.0 and k >= d:
-        raise FlatbookInputError(f"the teacher spans all of R^{d}, so no direction has alignment {rho} < 1; use k < d.")
+        raise FlatbookInputError(
+            f"the teacher spans all of R^{d}, so no direction has alignment {rho} < 1; use k < d."
+        )
     if not (isinstance(m, int) and m >= 1):
         raise FlatbookInputError(f"m must be a positive int, got {m!r}.")
     gen = torch.Generator().manual_seed(seed)
@@ -119,10 +124,6 @@ def memorising_network(X, y, within=None):
     """
     from scipy.optimize import linprog
 
-    from .activations import get_activation
-    from .backend import check_data
-    from .network import TwoLayerNet
-
     X, y = check_data(X, y)
     n, d = X.shape
     W = torch.eye(d, dtype=X.dtype, device=X.device) if within is None else as_tensor(within, "within", ndim=2)
@@ -131,14 +132,10 @@ def memorising_network(X, y, within=None):
     Xw = (X @ W).cpu().numpy()
     thetas, weights = [], []
     for i in torch.nonzero(y != 0).flatten().tolist():
-        sign = -(2 * (torch.arange(n) == i).double() - 1).numpy()  # −1 on sample i, +1 on the others
-        result = linprog(
-            c=[0.0] * W.shape[1],
-            A_ub=sign[:, None] * Xw,
-            b_ub=-torch.ones(n).numpy(),
-            bounds=(None, None),
-            method="highs",
-        )
+        sign = np.ones(n)
+        sign[i] = -1.0  # sign_j ⟨θ, x_j⟩ ≤ −1: ⟨θ, x_i⟩ ≥ 1 and ⟨θ, x_j⟩ ≤ −1 for the others
+        result = linprog(c=np.zeros(W.shape[1]), A_ub=sign[:, None] * Xw, b_ub=-np.ones(n), bounds=(None, None),
+                         method="highs")
         if result.status != 0:
             return None
         theta = W @ torch.as_tensor(result.x, dtype=X.dtype, device=X.device)

@@ -38,7 +38,19 @@ from ..stats import loglog_slope, mean_interval
 from ..tables import column, distinct, geomean, group, index, slope_across_seeds, where
 from .runner import map_points
 
-__all__ = ["CHAPTER", "VERSION", "Config", "CONFIGS", "RATIOS", "run", "sweeps", "ratios", "slopes", "bad_dimension"]
+__all__ = [
+    "CHAPTER",
+    "VERSION",
+    "Config",
+    "CONFIGS",
+    "RATIOS",
+    "run",
+    "sweeps",
+    "ratios",
+    "certificate_ratios",
+    "slopes",
+    "bad_dimension",
+]
 
 #: the chapter that shows this experiment's figures
 CHAPTER = "book/03-bad-interpolators.md"
@@ -133,23 +145,36 @@ def _solver_options(config: Config, activation, d: int, rho: float | None) -> di
     return {"tol": config.heuristic_tol, "pricing_starts": config.heuristic_pricing_starts, "exact_pricing": False}
 
 
-def _compare(config: Config, name: str, d: int, n: int, seed: int, alignments: tuple) -> list[dict]:
-    """The flattest interpolator and the flattest ρ0-bad one for each ρ0, with bounds, for one dataset."""
+def _dataset(config: Config, name: str, d: int, n: int, seed: int):
+    """One point's data and what every row of it records: (activation, teacher, X, y, m, fields).
+
+    The fields include the teacher's Υ at width m, m^{1−p} κ(θ*): the noiseless teacher split into m
+    equal copies interpolates, so this is an upper bound on Υ*(m).
+    """
     activation = get_activation(name)
     teacher = single_index(d, link=name, seed=seed)
     X, y = teacher.sample(n, seed=seed + 1000)
-    m, p = config.width_factor * n, activation.p
-    teacher_upsilon = m ** (1.0 - p) * float(unit_flatness_weights(teacher.theta_star, X, activation)[0])
-    common = {
+    m = config.width_factor * n
+    teacher_upsilon = m ** (1.0 - activation.p) * float(unit_flatness_weights(teacher.theta_star, X, activation)[0])
+    fields = {
         "activation": name,
         "c": activation.degree,
-        "p": p,
+        "p": activation.p,
         "d": d,
         "n": n,
         "m": m,
         "seed": seed,
         "n_over_d": n / d,
         "teacher_upsilon": teacher_upsilon,
+    }
+    return activation, teacher, X, y, m, fields
+
+
+def _compare(config: Config, name: str, d: int, n: int, seed: int, alignments: tuple) -> list[dict]:
+    """The flattest interpolator and the flattest ρ0-bad one for each ρ0, with bounds, for one dataset."""
+    activation, teacher, X, y, m, fields = _dataset(config, name, d, n, seed)
+    common = {
+        **fields,
         "bad_dimension": bad_dimension(name, d),
         "memorising_upsilon": relu_memorising_flatness(X, y) if name == "relu" else math.nan,
         "memorising_bad_upsilon": _memorising_bad_upsilon(X, y, teacher) if name == "relu" else math.nan,
@@ -172,7 +197,7 @@ def _compare(config: Config, name: str, d: int, n: int, seed: int, alignments: t
             "population_loss": population_loss(result.net, teacher).value,
         }
         if rho == 0.0:
-            row.update(_certificate_terms(X, y, activation, teacher, m, teacher_upsilon))
+            row.update(_certificate_terms(X, y, activation, teacher, m, fields["teacher_upsilon"]))
         rows.append(row)
     return rows
 
@@ -199,24 +224,12 @@ def _certificate_terms(X, y, activation, teacher, m: int, teacher_upsilon: float
 
 def _certificate(config: Config, name: str, d: int, n: int, seed: int) -> dict:
     """The centred-label certificate alone (no column generation), for the long n grid."""
-    activation = get_activation(name)
-    teacher = single_index(d, link=name, seed=seed)
-    X, y = teacher.sample(n, seed=seed + 1000)
-    m = config.width_factor * n
-    teacher_upsilon = m ** (1.0 - activation.p) * float(unit_flatness_weights(teacher.theta_star, X, activation)[0])
+    activation, teacher, X, y, m, fields = _dataset(config, name, d, n, seed)
     return {
         "sweep": "certificate",
-        "activation": name,
-        "c": activation.degree,
-        "p": activation.p,
-        "d": d,
-        "n": n,
-        "m": m,
-        "seed": seed,
-        "n_over_d": n / d,
+        **fields,
         "rho": 0.0,
-        "teacher_upsilon": teacher_upsilon,
-        **_certificate_terms(X, y, activation, teacher, m, teacher_upsilon),
+        **_certificate_terms(X, y, activation, teacher, m, fields["teacher_upsilon"]),
     }
 
 
@@ -263,14 +276,17 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
         ]
         for sweep, name, sizes, alignments in sweeps(config)
     }
-    unique = {repr(sorted(p.items())): p for points in planned.values() for p in points}
+
+    def key(point):
+        return repr(sorted(point.items()))
+
+    unique = {key(p): p for points in planned.values() for p in points}
     order = sorted(unique, key=lambda key: -unique[key]["n"] * unique[key]["d"])  # n·d: a rough cost
     results = dict(
         zip(order, _map(_compare, config, [unique[k] for k in order], "flattest and bad", jobs, backend), strict=True)
     )
     tables = {
-        sweep: [{"sweep": sweep, **row} for p in points for row in results[repr(sorted(p.items()))]]
-        for sweep, points in planned.items()
+        sweep: [{"sweep": sweep, **row} for p in points for row in results[key(p)]] for sweep, points in planned.items()
     }
     points = [
         {"name": "relu", "d": config.certified_d, "n": n, "seed": seed}
@@ -279,23 +295,7 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
     ]
     tables["certificate"] = _map(_certificate, config, points, "certificate", jobs, backend)
     ratio_rows = [r for sweep, *_ in sweeps(config) for r in ratios(tables[sweep])]
-    ratio_rows += [
-        {
-            **r,
-            "proven": math.nan,
-            "outer": math.nan,
-            "estimate": math.nan,
-            "certificate": r["certificate_ratio"],
-            "certified": False,
-            "bad_certified": False,
-            "best_below_teacher": False,
-            "best_upper": math.nan,
-            "memorising_upsilon": math.nan,
-            "memorising_bad_upsilon": math.nan,
-            "bad_dimension": None,
-        }
-        for r in tables["certificate"]
-    ]
+    ratio_rows += certificate_ratios(tables["certificate"])
     tables["ratios"] = ratio_rows
     tables["slopes"], tables["local_slopes"] = slopes(ratio_rows, config.fit_from_n_over_d)
     return tables
@@ -347,6 +347,17 @@ def ratios(rows: list[dict]) -> list[dict]:
                 }
             )
     return out
+
+
+def certificate_ratios(rows: list[dict]) -> list[dict]:
+    """Rows of the ``certificate`` sweep as ``ratios`` rows: the certificate's proven lower bound, and no
+    column-generation bracket (nan, so that :func:`slopes` fits only the certificate)."""
+    absent = {
+        name: math.nan
+        for name in ("proven", "outer", "estimate", "best_upper", "memorising_upsilon", "memorising_bad_upsilon")
+    }
+    flags = {"certified": False, "bad_certified": False, "best_below_teacher": False, "bad_dimension": None}
+    return [{**r, **absent, **flags, "certificate": r["certificate_ratio"]} for r in rows]
 
 
 def slopes(ratio_rows: list[dict], fit_from_n_over_d: float = 0.0) -> tuple[list[dict], list[dict]]:

@@ -29,10 +29,9 @@ def _by_x(rows, field):
     )
 
 
-def _bracket(ax, rows, x_field="n_over_d", scale=None):
+def _bracket(ax, rows, scale=lambda r: r["n_over_d"]):
     """The proven bracket [lower(bad)/upper(best), upper(bad)/lower(best)] as a band (geometric means over
-    seeds), the networks' ratio and the certificate as lines, every seed as a faint marker."""
-    scale = scale or (lambda r: r[x_field])
+    seeds), the networks' ratio and the certificate as lines, every seed as a faint marker; x = scale(row)."""
     groups = group(rows, "n", sort=True)
     xs = [scale(members[0]) for members in groups.values()]
     low = [geomean(column(members, "proven")) for members in groups.values()]
@@ -73,8 +72,8 @@ def plot_gap(tables: dict) -> Figure:
             xs, means = _by_x(rows, name)
             ax.plot(xs, means, "-", marker=marker, color=colour, ms=4, label=label.format(d=rows[0]["d"]))
         long = where(tables["ratios"], sweep="certificate")
-        xs = np.array(_by_x(long, "certificate")[0])
-        first = _by_x(long, "certificate")[1][0]
+        xs, means = _by_x(long, "certificate")
+        xs, first = np.array(xs), means[0]
         ax.plot(xs, first * (xs / xs[0]) ** 0.5, "--", color=ROLE["bound"], label=r"rate $(n/d)^{1/2}$ of the theory")
         ax.axhline(1.0, color=ROLE["bound"], lw=0.8, ls=":")
         ax.set(
