@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from flatbook import MultiIndexModel, TwoLayerNet, population_loss
+from flatbook import MultiIndexModel, TwoLayerNet, get_activation, population_loss
 from flatbook.data import multi_index_product, random_orthonormal, single_index, sum_of_single_index
 from flatbook.errors import FlatbookInputError
 
@@ -93,3 +93,33 @@ def test_digits_parity_is_the_bundled_data_set():
     assert torch.allclose(data.X.mean(0), torch.zeros(64, dtype=torch.float64), atol=1e-12)
     with pytest.raises(FlatbookInputError, match="n_train must be an int"):
         digits_parity(n_train=5000)
+
+
+@pytest.mark.parametrize("activation", ["relu", "leaky_relu", "quadratic"])
+def test_orthogonal_residual_adds_its_variance_to_the_population_loss(activation):
+    # The residual η He₃(v·x)/√6 is L²-orthogonal to every ReLU-family or quadratic network: the exact
+    # loss is the loss without it plus η², and Monte Carlo on the full labels agrees within 4 standard errors.
+    plain = sum_of_single_index(d=4, k=2, link="relu", noise_std=0.1, seed=3)
+    model = sum_of_single_index(d=4, k=2, link="relu", noise_std=0.1, seed=3, residual_std=0.5)
+    assert torch.equal(plain.theta_star, model.theta_star)
+    assert float((model.theta_star @ model.residual_direction).abs().max()) < 1e-12
+    net = TwoLayerNet(
+        torch.tensor([0.7, -0.4, 0.2]),
+        torch.randn(3, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64),
+        activation,
+    )
+    exact = population_loss(net, model)
+    assert exact.method == "exact" and model.approximation_error == 0.25
+    assert exact.value == pytest.approx(population_loss(net, plain).value + 0.25, rel=1e-12)
+    sampled = population_loss(net, model, n_test=400_000, method="monte carlo")
+    assert abs(sampled.value - exact.value) < 4 * sampled.stderr
+
+
+def test_orthogonal_residual_needs_a_vanishing_third_hermite_coefficient_for_the_closed_form():
+    model = sum_of_single_index(d=3, k=1, seed=0, residual_std=0.5)
+    net = TwoLayerNet([1.0], model.theta_star, get_activation("relu_power", c=2.0))
+    assert population_loss(net, model, n_test=1000).method == "monte carlo"
+    with pytest.raises(FlatbookInputError, match="orthogonal"):
+        MultiIndexModel(model.theta_star, model.link, 0.0, 0.5, model.theta_star[0])
+    with pytest.raises(FlatbookInputError, match="residual_direction"):
+        MultiIndexModel(model.theta_star, model.link, 0.0, 0.5)

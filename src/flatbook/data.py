@@ -5,6 +5,13 @@ single-index means k = 1; a sum of single-index models has
 f*(z) = Σ_k g_k(z_k); :func:`multi_index_product` (f*(z) = Π_k z_k) is a
 genuinely multi-index link, not a sum of ridge functions of the teacher
 directions, and serves as the high-approximation-error case.
+
+A teacher may carry an *orthogonal residual* η He₃(⟨v, x⟩)/√6 along a unit v ⟂ Θ*
+(He₃(t) = t³ − 3t, so the term has variance η²).  Every ReLU-family and quadratic
+ridge function σ(⟨θ, x⟩) has a vanishing third Hermite coefficient, so the residual is
+L²-orthogonal to every such network and to the ridge teacher: no network of those
+activations can represent any of it, and its variance η² is exactly the approximation
+error (book, chapter 4, eq. ``eq-residual``).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import torch
 from .activations import HomogeneousActivation, get_activation
 from .backend import DTYPE, as_tensor, default_device
 from .errors import FlatbookInputError
-from .gaussian import gaussian_kernel, kernel_available
+from .gaussian import gaussian_kernel, hermite3_vanishes, kernel_available
 
 __all__ = [
     "random_orthonormal",
@@ -28,6 +35,7 @@ __all__ = [
     "single_index",
     "sum_of_single_index",
     "multi_index_product",
+    "orthogonal_direction",
     "PopulationLoss",
     "exact_population_loss_available",
     "population_loss",
@@ -90,10 +98,13 @@ class ProductLink:
 class MultiIndexModel:
     """The teacher y = link(Θ* x) + ξ, x ~ N(0, I_d), ξ ~ N(0, noise_std²).
 
-    ``link`` maps a (n, k) tensor of teacher coordinates z = Θ* x to (n,) labels.
+    ``link`` maps a (n, k) tensor of teacher coordinates z = Θ* x to (n,) labels.  With
+    ``residual_std`` = η > 0 the labels gain η He₃(⟨v, x⟩)/√6 along ``residual_direction`` v, a
+    unit vector orthogonal to Θ* (the module docstring says why this is pure approximation error).
     """
 
-    def __init__(self, theta_star, link: Callable[[torch.Tensor], torch.Tensor], noise_std: float = 0.0):
+    def __init__(self, theta_star, link: Callable[[torch.Tensor], torch.Tensor], noise_std: float = 0.0,
+                 residual_std: float = 0.0, residual_direction=None):
         theta_star = as_tensor(theta_star, "theta_star")
         if theta_star.ndim == 1:
             theta_star = theta_star[None, :]
@@ -109,9 +120,23 @@ class MultiIndexModel:
             raise FlatbookInputError(f"link must be callable on a (n, k) tensor, got {link!r}.")
         if not (math.isfinite(noise_std) and noise_std >= 0):
             raise FlatbookInputError(f"noise_std must be a finite number >= 0, got {noise_std!r}.")
+        if not (math.isfinite(residual_std) and residual_std >= 0):
+            raise FlatbookInputError(f"residual_std must be a finite number >= 0, got {residual_std!r}.")
         self.theta_star = theta_star
         self.link = link
         self.noise_std = float(noise_std)
+        self.residual_std = float(residual_std)
+        self.residual_direction = None
+        if residual_std > 0:
+            if residual_direction is None:
+                raise FlatbookInputError("residual_std > 0 needs a residual_direction (a unit vector orthogonal "
+                                         "to theta_star), e.g. orthogonal_direction(theta_star, seed).")
+            v = as_tensor(residual_direction, "residual_direction", ndim=1, device=theta_star.device)
+            if v.shape[0] != theta_star.shape[1] or abs(float(v.norm()) - 1) > 1e-10 \
+                    or float((theta_star @ v).abs().max()) > 1e-10:
+                raise FlatbookInputError("residual_direction must be a unit vector of length d orthogonal to "
+                                         "every row of theta_star; orthogonal_direction(theta_star, seed) makes one.")
+            self.residual_direction = v
 
     @property
     def k(self) -> int:
@@ -126,12 +151,21 @@ class MultiIndexModel:
         """F* = τ², the population loss of the teacher itself."""
         return self.noise_std**2
 
+    @property
+    def approximation_error(self) -> float:
+        """η², the variance of the orthogonal residual (no ReLU-family or quadratic network fits any of it)."""
+        return self.residual_std**2
+
     def target(self, X) -> torch.Tensor:
-        """The noiseless labels f*(Θ* x_i)."""
+        """The noiseless labels f*(Θ* x_i), plus η He₃(⟨v, x_i⟩)/√6 with a residual."""
         X = as_tensor(X, "X", ndim=2, device=self.theta_star.device)
         if X.shape[1] != self.d:
             raise FlatbookInputError(f"X has {X.shape[1]} columns but the teacher lives in d = {self.d}.")
-        return self.link(X @ self.theta_star.T)
+        labels = self.link(X @ self.theta_star.T)
+        if self.residual_direction is not None:
+            t = X @ self.residual_direction
+            labels = labels + self.residual_std * (t**3 - 3 * t) / math.sqrt(6.0)
+        return labels
 
     def sample(self, n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """n i.i.d. samples (X, y); the same seed gives the same data on every device."""
@@ -144,7 +178,21 @@ class MultiIndexModel:
         return X, self.target(X) + noise.to(X.device)
 
     def __repr__(self) -> str:
-        return f"MultiIndexModel(k={self.k}, d={self.d}, link={self.link!r}, noise_std={self.noise_std})"
+        residual = f", residual_std={self.residual_std}" if self.residual_std else ""
+        return f"MultiIndexModel(k={self.k}, d={self.d}, link={self.link!r}, noise_std={self.noise_std}{residual})"
+
+
+def orthogonal_direction(theta_star, seed: int = 0) -> torch.Tensor:
+    """A random unit vector orthogonal to the rows of Θ* (the residual's direction v)."""
+    theta_star = as_tensor(theta_star, "theta_star", ndim=2)
+    k, d = theta_star.shape
+    if k >= d:
+        raise FlatbookInputError(f"the teacher's {k} directions span R^{d}: no direction is orthogonal to them.")
+    # the d Gaussian draws after the d·k that random_orthonormal(k, d, seed) used for Θ*: independent of them
+    g = torch.randn(d * k + d, generator=_generator(seed), dtype=DTYPE)[d * k:].to(theta_star.device)
+    for _ in range(2):  # Gram-Schmidt twice: orthogonal to rounding error
+        g = g - theta_star.T @ (theta_star @ g)
+    return g / g.norm()
 
 
 def single_index(d: int, link="relu", noise_std: float = 0.0, seed: int = 0) -> MultiIndexModel:
@@ -152,9 +200,16 @@ def single_index(d: int, link="relu", noise_std: float = 0.0, seed: int = 0) -> 
     return MultiIndexModel(random_orthonormal(1, d, seed), SumOfRidges(link, 1), noise_std)
 
 
-def sum_of_single_index(d: int, k: int, link="relu", noise_std: float = 0.0, seed: int = 0) -> MultiIndexModel:
-    """y = Σ_k g_k(⟨θ*_k, x⟩) + ξ; ``link`` is one name/callable for all k, or a list of k."""
-    return MultiIndexModel(random_orthonormal(k, d, seed), SumOfRidges(link, k), noise_std)
+def sum_of_single_index(d: int, k: int, link="relu", noise_std: float = 0.0, seed: int = 0,
+                        residual_std: float = 0.0) -> MultiIndexModel:
+    """y = Σ_k g_k(⟨θ*_k, x⟩) + ξ; ``link`` is one name/callable for all k, or a list of k.
+
+    ``residual_std`` = η > 0 adds the orthogonal residual η He₃(⟨v, x⟩)/√6 (eq. ``eq-residual``)
+    along v = :func:`orthogonal_direction` (Θ*, seed); the ridge part is the same as without it.
+    """
+    theta_star = random_orthonormal(k, d, seed)
+    direction = orthogonal_direction(theta_star, seed) if residual_std > 0 else None
+    return MultiIndexModel(theta_star, SumOfRidges(link, k), noise_std, residual_std, direction)
 
 
 def multi_index_product(d: int, k: int = 3, noise_std: float = 0.0, seed: int = 0) -> MultiIndexModel:
@@ -202,6 +257,8 @@ def exact_population_loss_available(net, model: MultiIndexModel) -> bool:
     if terms is None:
         return False
     acts = [net.activation] + [g for g, _ in terms]
+    if model.residual_std > 0 and not all(hermite3_vanishes(a) for a in acts):
+        return False
     return all(kernel_available(a, b) for a in acts for b in acts)
 
 
@@ -212,7 +269,8 @@ KERNEL_BLOCK_ENTRIES = 2_000_000
 
 
 def _exact_population_loss(net, model: MultiIndexModel, chunk: int | None = None) -> float:
-    """E (h − f*)² + τ² = aᵀK a − 2 aᵀk + E f*² + τ² with the Gaussian kernels of :mod:`flatbook.gaussian`."""
+    """E (h − f*)² + η² + τ² = aᵀK a − 2 aᵀk + E f*² + η² + τ² with the Gaussian kernels of
+    :mod:`flatbook.gaussian` (the residual, orthogonal to h and f*, adds its variance η²)."""
     terms = _ridge_terms(model)
     a, theta, act = net.a, net.theta, net.activation
     chunk = chunk or max(1, KERNEL_BLOCK_ENTRIES // net.width)
@@ -223,7 +281,7 @@ def _exact_population_loss(net, model: MultiIndexModel, chunk: int | None = None
     cross = sum(float(a @ gaussian_kernel(act, theta, g, v[None, :].to(theta))[:, 0]) for g, v in terms)
     teacher = sum(float(gaussian_kernel(g1, v1[None, :], g2, v2[None, :])[0, 0])
                   for g1, v1 in terms for g2, v2 in terms)
-    return max(quadratic - 2.0 * cross + teacher, 0.0) + model.bayes_risk
+    return max(quadratic - 2.0 * cross + teacher, 0.0) + model.approximation_error + model.bayes_risk
 
 
 def population_loss(net, model: MultiIndexModel, n_test: int = 200_000, seed: int = 12345,

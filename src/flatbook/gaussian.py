@@ -52,6 +52,12 @@ def kernel_available(first: HomogeneousActivation, second: HomogeneousActivation
     return (_kind(first)[0], _kind(second)[0]) in _PAIRS
 
 
+def hermite3_vanishes(activation: HomogeneousActivation) -> bool:
+    """Whether E σ(⟨u, x⟩) He₃(⟨v, x⟩) = 0 for all u, v: true for the leaky-ReLU family (an odd part
+    s·z of degree 1 plus an even part) and the quadratic (even); false e.g. for ReLU²."""
+    return _kind(activation)[0] in ("leaky", "quadratic")
+
+
 def gaussian_kernel(first: HomogeneousActivation, U: torch.Tensor, second: HomogeneousActivation,
                     V: torch.Tensor) -> torch.Tensor:
     """K_jk = E σ₁(⟨u_j, x⟩) σ₂(⟨v_k, x⟩) for x ~ N(0, I) (eq. ``eq-gaussian-kernels``), shape (len U, len V)."""
@@ -79,4 +85,4 @@ def gaussian_kernel(first: HomogeneousActivation, U: torch.Tensor, second: Homog
     return (1 - s) * (1 - t) * relu_relu + ((1 - s) * t + s * (1 - t)) * dot / 2.0 + s * t * dot
 
 
-__all__ = ["gaussian_kernel", "kernel_available"]
+__all__ = ["gaussian_kernel", "hermite3_vanishes", "kernel_available"]
