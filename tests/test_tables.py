@@ -7,7 +7,7 @@ import pytest
 
 from flatbook.errors import FlatbookInputError
 from flatbook.stats import mean_interval
-from flatbook.tables import column, distinct, geomean, group, index, one, slope_across_seeds, where
+from flatbook.tables import column, distinct, geomean, group, index, local_slopes, one, slope_across_seeds, where
 
 RUNS = [
     {"activation": "relu", "method": "bad", "rho": 0.0, "n": 40, "seed": 0, "upsilon": 4.0},
@@ -70,3 +70,13 @@ def test_slope_across_seeds():
     assert (mean, low, high) == pytest.approx(mean_interval([0.5, 0.6, 0.7]))
     assert low < mean < high
     assert slope_across_seeds(rows, "n", lambda r: 2 * r["v"]) == pytest.approx((mean, low, high))
+
+
+def test_local_slopes_between_consecutive_sizes():
+    # y = c_seed · n² up to n = 4, then c_seed · 16 · (n/4): local slopes 2, 2, then 1, whatever the seed.
+    rows = [{"seed": s, "n": n, "y": (s + 1) * (n**2 if n <= 4 else 4 * n)} for s in range(3) for n in (1, 2, 4, 8)]
+    steps = local_slopes(rows, "n", "y")
+    assert [(r["x_from"], r["x_to"]) for r in steps] == [(1, 2), (2, 4), (4, 8)]
+    assert [r["slope"] for r in steps] == pytest.approx([2.0, 2.0, 1.0])
+    assert all(r["low"] == pytest.approx(r["slope"]) == pytest.approx(r["high"]) for r in steps)
+    assert steps[0]["x_mid"] == pytest.approx(2**0.5)

@@ -12,6 +12,7 @@ functions are how the package and the chapters read them::
     column(rows, "upsilon"), distinct(runs, "activation")     # a field's values; its distinct values
     geomean(column(rows, lambda r: r["upsilon"] / r["best_upsilon"]))
     slope_across_seeds(rows, "n", "upsilon")                  # log-log slope per seed, mean and interval
+    local_slopes(rows, "n", "upsilon")                        # the same between consecutive n, to see a bend
 
 Why not pandas: the rows are what the sweep cache stores (JSON) and what the
 chapters assert on and glue into the prose one value at a time, so a data
@@ -33,7 +34,7 @@ import numpy as np
 from .errors import FlatbookInputError
 from .stats import loglog_slope, mean_interval
 
-__all__ = ["where", "one", "column", "distinct", "group", "index", "geomean", "slope_across_seeds"]
+__all__ = ["where", "one", "column", "distinct", "group", "index", "geomean", "slope_across_seeds", "local_slopes"]
 
 Row = dict[str, Any]
 Table = list[Row]
@@ -130,3 +131,30 @@ def slope_across_seeds(rows: Table, x: Field, y: Field, level: float = 0.95) -> 
     Student-t interval of those slopes (:func:`flatbook.stats.mean_interval`): (mean, low, high)."""
     slopes = [loglog_slope(column(members, x), column(members, y)) for members in group(rows, "seed").values()]
     return mean_interval(slopes, level)
+
+
+def local_slopes(rows: Table, x: str, y: Field, level: float = 0.95) -> list[Row]:
+    """Log-log slopes of ``y`` against ``x`` between consecutive values of ``x``, per seed, then mean and
+    Student-t interval: rows {x_from, x_to, x_mid (geometric mean), slope, low, high}, in order of ``x``."""
+    by_x = group(rows, x, sort=True)
+    values = list(by_x)
+    out = []
+    for first, second in zip(values, values[1:], strict=False):
+        before, after = index(by_x[first], "seed"), index(by_x[second], "seed")
+        per_seed = [
+            loglog_slope([first, second], [_value(row, y), _value(after[seed], y)])
+            for seed, row in before.items()
+            if seed in after
+        ]
+        mean, low, high = mean_interval(per_seed, level)
+        out.append(
+            {
+                "x_from": first,
+                "x_to": second,
+                "x_mid": geomean([first, second]),
+                "slope": mean,
+                "low": low,
+                "high": high,
+            }
+        )
+    return out

@@ -34,8 +34,7 @@ from ..data import population_loss, single_index
 from ..flatness import min_flatness, relu_memorising_flatness, unit_flatness_weights
 from ..global_flattest import flattest_interpolator, measure_dual_bound
 from ..interpolators import complement_basis, memorising_network
-from ..stats import loglog_slope, mean_interval
-from ..tables import column, distinct, geomean, group, index, slope_across_seeds, where
+from ..tables import column, distinct, group, local_slopes, slope_across_seeds, where
 from .runner import map_points
 
 __all__ = [
@@ -387,28 +386,16 @@ def slopes(ratio_rows: list[dict], fit_from_n_over_d: float = 0.0) -> tuple[list
                         "to_n_over_d": max(column(in_regime, "n_over_d")),
                     }
                 )
-            by_n = group(usable, "n", sort=True)
-            sizes = list(by_n)
-            for first, second in zip(sizes, sizes[1:], strict=False):
-                before, after = index(by_n[first], "seed"), index(by_n[second], "seed")
-                per_seed = [
-                    loglog_slope([a["n_over_d"], after[seed]["n_over_d"]], [a[name], after[seed][name]])
-                    for seed, a in before.items()
-                    if seed in after
-                ]
-                mean, low, high = mean_interval(per_seed)
-                x_mid = geomean([by_n[first][0]["n_over_d"], by_n[second][0]["n_over_d"]])
+            for step in local_slopes(usable, "n_over_d", name):
                 local.append(
                     {
                         "sweep": sweep,
                         "rho": rho,
                         "ratio": name,
-                        "n_from": first,
-                        "n_to": second,
-                        "n_over_d": x_mid,
-                        "slope": mean,
-                        "low": low,
-                        "high": high,
+                        "n_over_d": step["x_mid"],
+                        "slope": step["slope"],
+                        "low": step["low"],
+                        "high": step["high"],
                     }
                 )
     return fits, local
