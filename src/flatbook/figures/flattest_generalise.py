@@ -6,94 +6,102 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..experiments import flattest_generalise
-from ..experiments.flattest_generalise import floored_excess
-from ..tables import column, distinct, geomean, group, where
+from ..tables import column, geomean, group, where
 from .registry import figure
 from .style import PALETTE, ROLE, book_style, legend_below, new_figure, no_minor_labels
 
-__all__ = ["plot_excess_loss", "plot_balancedness"]
+__all__ = ["plot_excess_loss", "plot_overfitting", "plot_balancedness"]
 
-CONDITION_COLOUR = {
-    "vanishing noise": ROLE["good"],
-    "slowly vanishing noise": PALETTE["sky"],
-    "fixed noise": PALETTE["orange"],
-    "multi-index": ROLE["bad"],
+CONDITION_STYLE = {
+    "statistical": (ROLE["good"], "o"),
+    "noise, ε₂ = 1": (PALETTE["sky"], "s"),
+    "noise, ε₂ = 1/4": (PALETTE["sky"], "v"),
+    "fixed noise": (PALETTE["orange"], "s"),
+    "residual, ε₁ = 1": (PALETTE["green"], "D"),
+    "residual, ε₁ = 1/4": (PALETTE["green"], "v"),
+    "fixed residual": (ROLE["bad"], "D"),
+}
+METHOD_TITLE = {
+    "flattest": "flattest interpolator (certified)",
+    "control": r"control: min-$\ell_2$ on random directions",
 }
 
 
-@figure("ch4-excess-loss", flattest_generalise, "Excess loss of the flattest interpolators found against n")
+@figure("ch4-excess-loss", flattest_generalise, "Excess loss of the flattest interpolator and of the control against n")
 def plot_excess_loss(tables: dict) -> Figure:
-    """Excess population loss F − F* of the flattest interpolator found against n, per condition."""
-    fig, axes = new_figure(height=3.2)
+    """Excess population loss F − F* against n per condition: the flattest interpolator and the control."""
+    fig, axes = new_figure(ncols=2, height=3.4, sharey=True)
+    with book_style():
+        for ax, method in zip(axes, ("flattest", "control"), strict=True):
+            for rate in where(tables["rates"], method=method):
+                condition = rate["condition"]
+                colour, marker = CONDITION_STYLE[condition]
+                sel = where(tables["runs"], condition=condition, method=method)
+                by_n = group(sel, "n", sort=True)
+                ax.plot(column(sel, "n"), column(sel, "excess"), marker, mfc="none", alpha=0.35, ms=4, color=colour)
+                ax.plot(
+                    list(by_n),
+                    [geomean(column(rows, "excess")) for rows in by_n.values()],
+                    "-",
+                    color=colour,
+                    label=f"{condition}",
+                )
+            ns = np.array(sorted(group(tables["runs"], "n")), dtype=float)
+            ax.plot(ns, 0.3 * (ns / ns[0]) ** -0.5, ":", color="0.45", lw=2.2, zorder=0, label=r"$\propto n^{-1/2}$")
+            ax.set(xscale="log", yscale="log", xlabel="samples $n$", title=METHOD_TITLE[method])
+            ax.set_xticks(ns, [f"{n:g}" for n in ns])
+            no_minor_labels(ax)
+        axes[0].set_ylabel(r"excess loss $F(w) - F^\star$")
+        legend_below(fig, axes, ncol=3)
+    return fig
+
+
+@figure("ch4-overfitting", flattest_generalise, "Excess loss over the noise variance: tempered or catastrophic")
+def plot_overfitting(tables: dict) -> Figure:
+    """(F − F*)/τ² against n with 95 % intervals across seeds, for the noisy conditions and both methods."""
+    fig, axes = new_figure(height=3.0)
     ax = axes[0]
     with book_style():
-        for rate in tables["rates"]:
-            condition = rate["condition"]
-            sel = where(tables["runs"], condition=condition, flattest=True)
-            by_n = group(sel, "n", sort=True)
-            ax.plot(
-                column(sel, "n"),
-                column(sel, "excess_loss"),
-                "o",
-                mfc="none",
-                alpha=0.5,
-                color=CONDITION_COLOUR[condition],
+        for (condition, method), rows in group(tables["overfitting"], "condition", "method", sort=True).items():
+            colour, marker = CONDITION_STYLE[condition]
+            rows = sorted(rows, key=lambda r: r["n"])
+            ns = np.array(column(rows, "n"), dtype=float) * (1.04 if method == "control" else 1.0)
+            mean = np.array(column(rows, "ratio"))
+            low = np.maximum(np.array(column(rows, "low")), mean * 0.05)  # a log axis cannot show an interval below 0
+            ax.errorbar(
+                ns,
+                mean,
+                yerr=[mean - low, np.array(column(rows, "high")) - mean],
+                fmt=marker,
+                mfc="none" if method == "control" else colour,
+                color=colour,
+                capsize=3,
+                ls="--" if method == "control" else "-",
+                label=f"{condition}, {method}",
             )
-            ax.plot(
-                list(by_n),
-                [geomean(column(rows, floored_excess)) for rows in by_n.values()],
-                "-",
-                color=CONDITION_COLOUR[condition],
-                label=f"{condition}: slope {rate['rate']:.2f}",
-            )
-        low = where(tables["runs"], condition="vanishing noise", flattest=True)
-        ns = np.array(distinct(low, "n", sort=True), dtype=float)
-        start = geomean(column(where(low, n=ns[0]), "excess_loss"))
-        ax.plot(
-            ns,
-            start * (ns / ns[0]) ** -0.5,
-            ":",
-            color="0.45",
-            lw=2.2,
-            zorder=0,
-            label=r"rate $n^{-1/2}$ (theory, vanishing noise)",
-        )
-        ax.set(xscale="log", yscale="log", xlabel="samples $n$", ylabel=r"excess loss $F(w) - F^\star$")
-        legend_below(fig, axes, ncol=2)
+        ax.axhline(1.0, color=ROLE["bound"], lw=0.8)
+        ax.set(xscale="log", yscale="log", xlabel="samples $n$", ylabel=r"$(F - F^\star)/\tau^2$")
+        ax.legend(fontsize=7, ncol=2)
         no_minor_labels(ax)
     return fig
 
 
-@figure(
-    "ch4-balancedness", flattest_generalise, "Largest effective outer weight of the flattest found against the width"
-)
+@figure("ch4-balancedness", flattest_generalise, "How evenly the flattest interpolator spreads its weight")
 def plot_balancedness(tables: dict) -> Figure:
-    """Largest effective outer weight of the flattest interpolator found against the width m."""
-    fig, axes = new_figure(height=3.0)
+    """m · max_j κ_j^{1/p}|ã_j| / V against the width m: → 1 for the quadratic (p > 1), flat for ReLU (p = 1)."""
+    fig, axes = new_figure(height=2.8)
     ax = axes[0]
     with book_style():
-        sel = where(tables["runs"], condition="vanishing noise", flattest=True)
-        ms = np.array(distinct(sel, "m", sort=True), dtype=float)
-        ax.plot(
-            column(sel, "m"),
-            column(sel, "max_effective_weight"),
-            "o",
-            color=ROLE["good"],
-            mfc="none",
-            label=r"$\max_j |\tilde a_j|$, flattest found (seeds)",
-        )
-        ax.plot(
-            column(sel, "m"),
-            column(sel, lambda r: r["l1_effective_weight"] / r["m"]),
-            "s",
-            color=PALETTE["sky"],
-            mfc="none",
-            label=r"$\|\tilde a\|_1 / m$",
-        )
-        top = np.mean(column(where(sel, m=ms[0]), "max_effective_weight"))
-        ax.plot(ms, top * ms[0] / ms, "--", color=ROLE["bound"], label=r"$\propto 1/m$")
-        ax.set(xscale="log", yscale="log", xlabel="width $m$", ylabel="effective outer weight")
-        ax.set_xticks(ms, [f"{m:g}" for m in ms])
+        for name, rows in group(tables["balancedness"], "activation", sort=True).items():
+            ax.plot(
+                column(rows, "m"),
+                column(rows, "spread"),
+                "o-",
+                color=ROLE[name],
+                label=f"{name} (p = {rows[0]['p']:.3g})",
+            )
+        ax.axhline(1.0, color=ROLE["bound"], ls="--", lw=0.8, label="perfect balance")
+        ax.set(xscale="log", xlabel="width $m$", ylabel=r"$m \max_j \kappa_j^{1/p}|\tilde a_j| / V$")
         ax.legend(fontsize=8)
         no_minor_labels(ax)
     return fig
