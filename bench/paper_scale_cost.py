@@ -18,8 +18,7 @@ Point kinds (every point of the sweep is one of these, at one of its sizes):
 - chapter 3: the ReLU in d = 3 (the flattest interpolator and the flattest ρ0-bad ones, exact pricing),
   the centred-label certificate alone (timed at every n, however large: it is one arrangement
   enumeration), the ReLU in the paper's d = 100, the quadratic with n/D fixed and at fixed d;
-- chapter 4: the vanishing-noise condition (the other conditions solve
-  programs of the same sizes).
+- chapter 4: the noiseless condition, and one noisy and one residual condition standing for the others.
 
 With ``--experiments`` a subset is timed and the other experiments' entries of ``--out`` are kept.
 """
@@ -58,14 +57,22 @@ def chapter3_kinds(config):
 
 
 def chapter4_kinds(config):
-    """As :func:`chapter3_kinds`, for chapter 4."""
-    conditions = len(flattest_generalise.CONDITIONS)
+    """As :func:`chapter3_kinds`, for chapter 4: the noiseless points, and the noisy and residual ones at their
+    largest size (τ₀, η₀), which stand for every condition with that term (their programs have the same size)."""
+    e = flattest_generalise
+    with_noise = sum(e.CONDITIONS[c][0] is not None for c in config.conditions)
+    with_residual = sum(e.CONDITIONS[c][1] is not None for c in config.conditions)
     return [
         (
-            "vanishing noise",
-            flattest_generalise._point,
-            [{"condition": "vanishing noise", "n": n} for n in config.n_grid],
-            conditions * config.seeds,
+            condition,
+            e._point,
+            [{"noise_std": tau, "residual_std": eta, "n": n} for n in config.n_grid],
+            count * config.seeds,
+        )
+        for condition, (tau, eta), count in (
+            ("statistical", (0.0, 0.0), len(config.conditions) - with_noise - with_residual),
+            ("fixed noise", (config.noise_std0, 0.0), with_noise),
+            ("fixed residual", (0.0, config.residual_std0), with_residual),
         )
     ]
 
@@ -101,6 +108,10 @@ def main():
     elif journal.exists():
         journal.unlink()
     projections = [p for p in previous["projections"] if p["experiment"] not in args.experiments]
+    for kept in projections:  # files written before the per-experiment fields: the run's own, at the top level
+        kept.setdefault("n_max", previous.get("n_max"))
+        kept.setdefault("command", previous.get("command"))
+        kept.setdefault("created_utc", previous.get("created_utc"))
     for experiment in args.experiments:
         module, kinds = EXPERIMENTS[experiment]
         config = module.CONFIGS["paper"]
@@ -148,19 +159,20 @@ def main():
                 "points": all_points,
                 "points_at_measured_sizes": measured_points,
                 "projected_hours": round(total / 3600, 1),
+                "n_max": args.n_max,
+                "seeds": args.seeds,
+                "command": f"python bench/paper_scale_cost.py --experiments {experiment} --n-max {args.n_max} "
+                f"--seeds {args.seeds}",
+                "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
         )
         print(f"{experiment}: {all_points} points, projected {total / 3600:.1f} h", flush=True)
     report = {
-        "command": f"python bench/paper_scale_cost.py --n-max {args.n_max} --seeds {args.seeds} "
-        f"(experiments: {', '.join(args.experiments)})",
-        "n_max": args.n_max,
         "timings": timings,
         "projections": projections,
         "device": str(default_device()),
         "machine": header()[2:],
         "code_fingerprint": code_fingerprint()[:16],
-        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
