@@ -38,10 +38,11 @@ def _after_start(row: dict) -> bool:
 @figure(
     "ch7-loss-vs-flatness",
     training_flatness,
-    "Trained networks on the population-loss-vs-flatness plane, beside the searches",
+    "Trained networks on the population-loss-vs-flatness plane, beside the flattest interpolators",
 )
 def plot_loss_vs_flatness(tables: dict) -> Figure:
-    """Population loss against Υ / Υ_best for every trained network, with the searches and a misaligned one."""
+    """Population loss against Υ / Υ(flattest) for every trained network, with the flattest interpolator (and its
+    proven lower bound) and the flattest misaligned one."""
     fig, axes = new_figure(height=3.6)
     ax = axes[0]
     with book_style():
@@ -56,10 +57,13 @@ def plot_loss_vs_flatness(tables: dict) -> Figure:
                 ms=6,
                 alpha=0.85,
             )
+        lower = [r["flattest_lower"] / r["flattest_upsilon"] for r in tables["references"] if r["method"] == "flattest"]
+        ax.axvspan(
+            min(lower), 1.0, color=ROLE["bound"], alpha=0.08, label=r"proven range of $\Upsilon^\star$ (all seeds)"
+        )
         for name, marker, colour in (
-            ("dictionary search", "s", ROLE["bound"]),
-            ("direct search", "D", ROLE["bound"]),
-            ("misaligned", "X", ROLE["bad"]),
+            ("flattest", "s", ROLE["bound"]),
+            ("flattest misaligned", "X", ROLE["bad"]),
         ):
             sel = where(tables["references"], method=name)
             ax.plot(
@@ -67,7 +71,7 @@ def plot_loss_vs_flatness(tables: dict) -> Figure:
             )
         bayes = tables["finals"][0]["bayes_risk"]
         ax.axhline(bayes, color=PALETTE["black"], lw=0.8, ls=":", label=r"Bayes risk $\tau^2$")
-        ax.set(xscale="log", yscale="log", xlabel=r"$\Upsilon \,/\, \Upsilon_{\mathrm{best}}$")
+        ax.set(xscale="log", yscale="log", xlabel=r"$\Upsilon \,/\, \Upsilon(\mathrm{flattest\ interpolator})$")
         finish_panels(fig, axes, "population loss $F(w)$", legend_ncol=3)
     return fig
 
@@ -76,7 +80,7 @@ def plot_loss_vs_flatness(tables: dict) -> Figure:
     "ch7-upsilon-training", training_flatness, "Orbit-minimal flatness of the function along training, per optimiser"
 )
 def plot_upsilon_along_training(tables: dict) -> Figure:
-    """Υ of the function along training (seed 0), one line per method, against the best found."""
+    """Υ of the function along training (seed 0), one line per method, against the flattest interpolator."""
     seed = min(column(tables["finals"], "seed"))
     fig, axes = new_figure(ncols=2, height=3.2)
     with book_style():
@@ -84,8 +88,13 @@ def plot_upsilon_along_training(tables: dict) -> Figure:
             rows = where(tables["trajectories"], _after_start, method=label, seed=seed)
             axes[0].plot(column(rows, "step"), column(rows, "upsilon"), color=COLOUR[label], label=label)
             axes[1].plot(column(rows, "step"), column(rows, "loss"), color=COLOUR[label], label=label)
-        best = where(tables["finals"], seed=seed)[0]["best_upsilon"]
-        axes[0].axhline(best, color=PALETTE["black"], ls="--", lw=1, label=r"$\Upsilon_{\mathrm{best}}$")
+        reference = where(tables["finals"], seed=seed)[0]
+        axes[0].axhline(
+            reference["flattest_upsilon"], color=PALETTE["black"], ls="--", lw=1, label="flattest interpolator"
+        )
+        axes[0].axhline(
+            reference["flattest_lower"], color=PALETTE["black"], ls=":", lw=1, label=r"proven bound on $\Upsilon^\star$"
+        )
         axes[0].set(xscale="log", yscale="log", xlabel="step", title=r"$\Upsilon$ of the function")
         axes[1].set(xscale="log", yscale="log", xlabel="step", title=r"training loss $F_S$")
         axes[0].set_ylabel(r"$\Upsilon$")
@@ -101,7 +110,7 @@ def plot_upsilon_along_training(tables: dict) -> Figure:
     "Gradient descent: distance from the flattest and population loss against the initialisation scale",
 )
 def plot_init_scale(tables: dict) -> Figure:
-    """Gradient descent from initialisations of growing scale: Υ / Υ_best and population loss."""
+    """Gradient descent from initialisations of growing scale: Υ / Υ(flattest) and population loss."""
     rows = sorted(tables["init_scale"], key=lambda r: r["init_scale"])
     fig, axes = new_figure(ncols=2, height=3.0)
     with book_style():
@@ -111,7 +120,7 @@ def plot_init_scale(tables: dict) -> Figure:
             xscale="log",
             yscale="log",
             xlabel="initialisation scale $s$",
-            title=r"$\Upsilon / \Upsilon_{\mathrm{best}}$",
+            title=r"$\Upsilon / \Upsilon(\mathrm{flattest})$",
         )
         axes[1].plot(scales, column(rows, "population_loss"), "o-", color=COLOUR["GD, large init"])
         axes[1].set(xscale="log", yscale="log", xlabel="initialisation scale $s$", title="population loss")
