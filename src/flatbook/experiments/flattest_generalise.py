@@ -18,7 +18,9 @@ minimum-ℓ2 outer weights on m random directions.  Population losses are exact 
 Tables: ``runs`` (one row per condition, n, seed and method "flattest" / "control"); ``rates``
 (per condition and method: log-log slope of the excess F − F* against n fitted per seed, mean and
 95 % interval, beside −min(1/2, ε)); ``local_rates`` (the same between consecutive n); ``overfitting``
-(per noisy condition, method and n: the excess over the noise variance, mean and interval);
+(per noisy condition, method and n: the excess over the noise variance, geometric mean and interval on
+the log scale, worst seed); ``paired``
+(per condition and n: log of the control's excess over the flattest's on the same data, mean and interval);
 ``checks`` (:func:`theorem_check` per condition with a promised rate and method).  The book scale runs
 the conditions with ε ∈ {1, 0}; the paper scale adds ε = 1/4, whose slope of −1/4 a grid spanning a
 factor 2 in n cannot resolve; ``balancedness`` (:func:`balancedness`).
@@ -51,6 +53,8 @@ __all__ = [
     "predicted_rate",
     "teacher_for",
     "minimum_l2_interpolator",
+    "resolved_excess",
+    "RESOLUTION",
     "theorem_check",
     "balancedness",
     "run",
@@ -173,13 +177,53 @@ def _point(config, noise_std, residual_std, n, seed):
     return rows
 
 
+#: relative resolution of the exact excess: aᵀKa − 2aᵀk + E f*² cancels terms of the size of E y², so an excess
+#: below about 1e-14 E y² is rounding; logs and ratios use at least this much
+RESOLUTION = 1e-14
+
+
+def resolved_excess(row: dict) -> float:
+    """F − F* of a row, at least ``RESOLUTION``·E y² (the float64 resolution of the exact loss), so its log exists."""
+    return max(row["excess"], RESOLUTION * row["signal_variance"])
+
+
 def _overfitting(runs):
+    """Per noisy condition, method and n: (F − F*)/τ² across seeds as a geometric mean with a 95 % interval
+    taken on the log scale (the ratio is heavy-tailed across datasets), and the worst seed."""
     rows = []
     for (condition, method, n), members in group(runs, "condition", "method", "n", sort=True).items():
         if members[0]["noise_variance"] == 0:
             continue
-        mean, low, high = mean_interval([r["excess"] / r["noise_variance"] for r in members])
-        rows.append({"condition": condition, "method": method, "n": n, "ratio": mean, "low": low, "high": high})
+        ratios = [r["excess"] / r["noise_variance"] for r in members]
+        mean, low, high = mean_interval([math.log(x) for x in ratios])
+        rows.append(
+            {
+                "condition": condition,
+                "method": method,
+                "n": n,
+                "ratio": math.exp(mean),
+                "low": math.exp(low),
+                "high": math.exp(high),
+                "worst": max(ratios),
+            }
+        )
+    return rows
+
+
+def _paired(runs):
+    """Per condition and n: log(excess of the control / excess of the flattest) on the same datasets, mean and
+    95 % interval across seeds (the level comparison, paired by dataset)."""
+    rows = []
+    for (condition, n), members in group(runs, "condition", "n", sort=True).items():
+        by_seed = group(members, "seed")
+        logs = [
+            math.log(
+                resolved_excess(where(pair, method="control")[0]) / resolved_excess(where(pair, method="flattest")[0])
+            )
+            for pair in by_seed.values()
+        ]
+        mean, low, high = mean_interval(logs)
+        rows.append({"condition": condition, "n": n, "log_ratio": mean, "low": low, "high": high})
     return rows
 
 
@@ -195,7 +239,7 @@ def theorem_check(rows: list[dict], condition: str) -> dict:
     """
     if predicted_rate(condition) >= 0:
         raise ValueError(f"{condition!r} promises no rate; theorem_check applies only where one is promised.")
-    _, _, high = slope_across_seeds(rows, "n", "excess")
+    _, _, high = slope_across_seeds(rows, "n", resolved_excess)
     ratios = {n: [r["excess"] / r["signal_variance"] for r in members] for n, members in group(rows, "n").items()}
     mean_ratio = max(sum(v) / len(v) for v in ratios.values())
     return {
@@ -270,19 +314,15 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
     for condition in config.conditions:
         for method in ("flattest", "control"):
             sel = where(runs, condition=condition, method=method)
-            mean, low, high = slope_across_seeds(sel, "n", "excess")
-            rates.append(
-                {
-                    "condition": condition,
-                    "method": method,
-                    "rate": mean,
-                    "low": low,
-                    "high": high,
-                    "theory": predicted_rate(condition),
-                }
-            )
+            mean, low, high = slope_across_seeds(sel, "n", resolved_excess)
+            row = {"condition": condition, "method": method, "rate": mean, "low": low, "high": high}
+            if CONDITIONS[condition][1] is not None:  # with a residual: the slope of the excess less its floor η²
+                row["estimation_rate"], row["estimation_low"], row["estimation_high"] = slope_across_seeds(
+                    sel, "n", lambda r: max(r["estimation_error"], RESOLUTION * r["signal_variance"])
+                )
+            rates.append({**row, "theory": predicted_rate(condition)})
             local_rates += [
-                {"condition": condition, "method": method, **step} for step in local_slopes(sel, "n", "excess")
+                {"condition": condition, "method": method, **step} for step in local_slopes(sel, "n", resolved_excess)
             ]
             if predicted_rate(condition) < 0:
                 checks.append({"condition": condition, "method": method, **theorem_check(sel, condition)})
@@ -291,6 +331,7 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
         "rates": rates,
         "local_rates": local_rates,
         "overfitting": _overfitting(runs),
+        "paired": _paired(runs),
         "checks": checks,
         "balancedness": balancedness(config),
         "certified_factors": [
