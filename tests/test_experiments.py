@@ -243,3 +243,24 @@ def test_upsilon_of_the_function_ignores_labels_and_the_symmetry():
     assert upsilon_of_function(net.rescale(alpha), X) == pytest.approx(value, rel=1e-10)
     # at labels the network fits exactly it is the Υ of chapter 2
     assert min_flatness(net, X, net(X) + 0.0) == pytest.approx(value, rel=1e-12)
+
+
+@pytest.mark.slow
+def test_paper_experiments_tables():
+    from flatbook.experiments import paper_experiments
+
+    config = paper_experiments.CONFIGS["smoke"]
+    tables = paper_experiments.run(config)
+    assert [r["setting"] for r in tables["correlations"]] == list(config.settings)
+    assert all(-1 <= r["low"] <= r["spearman"] <= r["high"] <= 1 for r in tables["correlations"])
+    refs = tables["references"]
+    assert len(refs) == len(config.reference_settings) * config.seeds
+    for ref in refs:  # every fixed-direction interpolator of the same data and width is above the proven bound
+        grid = [
+            r
+            for r in tables["points"]
+            if r["setting"] == ref["setting"] and r["seed"] == ref["seed"] and r["interpolable"]
+        ]
+        assert grid and all(r["upsilon"] >= ref["lower"] * (1 - 1e-9) for r in grid)
+        assert ref["lower"] <= ref["upsilon"] * (1 + 1e-9)
+    assert_draws_its_figures(paper_experiments, tables)
