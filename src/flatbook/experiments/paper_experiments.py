@@ -31,6 +31,7 @@ from ..errors import FlatbookInputError, InfeasibleInterpolationError
 from ..flattest import feature_matrix
 from ..global_flattest import flattest_interpolator
 from ..interpolators import directions_with_alignment
+from ..network import TwoLayerNet
 from ..search import interpolator_report
 from ..stats import mean_interval
 from ..tables import column, geomean, group, where
@@ -65,13 +66,13 @@ class Config:
     width_ratio: float = 2.0
     noise_std: float = 0.1
     #: ρ* = 1 is left out: with k = 1 every direction would be ±θ*, and Φ would have rank 2.
-    rhos: tuple = tuple(np.round(np.linspace(0.0, 0.95, 16), 4))
+    rhos: tuple = tuple(float(rho) for rho in np.round(np.linspace(0.0, 0.95, 16), 4))
     seeds: int = 5
     n_test: int = 10_000
     noise_sweep: tuple = (0.0, 0.3, 1.0)
     width_sweep: tuple = (1.5, 4.0, 8.0)
     sweep_setting: str = "sum of single-index, ReLU"
-    reference_settings: tuple = ("sum of single-index, ReLU",)
+    reference_settings: tuple = ("sum of single-index, ReLU", "multi-index product, ReLU net")
     flattest_tol: float = 1e-2
     flattest_rounds: int = 40
     seed: int = 0
@@ -83,7 +84,7 @@ CONFIGS = {
         settings=("single-index, ReLU", "sum of single-index, quadratic"),
         d=8,
         n=20,
-        rhos=(0.0, 0.5, 0.9),
+        rhos=(0.0, 0.3, 0.6, 0.9),
         seeds=2,
         n_test=2_000,
         noise_sweep=(0.0, 1.0),
@@ -95,7 +96,7 @@ CONFIGS = {
     "paper": Config(
         d=50,
         n=1000,
-        rhos=tuple(np.round(np.linspace(0, 0.95, 20), 3)),
+        rhos=tuple(float(rho) for rho in np.round(np.linspace(0, 0.95, 20), 3)),
         seeds=10,
         n_test=200_000,
         noise_sweep=(0.0, 0.1, 0.3, 0.5, 1.0),
@@ -128,6 +129,7 @@ def _reference(config: Config, setting: str, seed: int) -> list[dict]:
         nan = float("nan")
         return [{**row, "interpolable": False, "upsilon": nan, "lower": nan, "population_loss": nan}]
     loss = population_loss(result.net, teacher, n_test=config.n_test, seed=seed + 2)
+    zero = TwoLayerNet(torch.zeros(1, dtype=X.dtype, device=X.device), teacher.theta_star[:1], activation)
     return [
         {
             **row,
@@ -139,6 +141,9 @@ def _reference(config: Config, setting: str, seed: int) -> list[dict]:
             "population_loss": loss.value,
             "population_loss_stderr": loss.stderr,
             "weighted_alignment": result.net.weighted_alignment(teacher.theta_star),
+            "train_residual": float((result.net(X) - y).abs().max()),
+            "max_abs_y": float(y.abs().max()),
+            "zero_loss": population_loss(zero, teacher, n_test=config.n_test, seed=seed + 2).value,
         }
     ]
 
@@ -184,24 +189,30 @@ def _sweep(config: Config, jobs, backend, label) -> list[dict]:
 def correlations(rows: list[dict], key: str = "setting") -> list[dict]:
     """Spearman correlation of Υ and population loss across ρ*, per seed; mean and interval per ``key``.
 
-    Points whose feature matrix is numerically rank deficient (no interpolator) are left out and counted.
+    Points where the solver finds no interpolator (a numerically rank-deficient feature matrix) are left out
+    and counted; the condition number is the geometric mean over the points kept.  A seed with fewer than
+    four points kept gives no correlation; with fewer than two such seeds the row's values are NaN.
     """
     out = []
+    nan = float("nan")
     for value, members in group(rows, key).items():
         per_seed = []
         for seed_rows in group(members, "seed").values():
             sel = where(seed_rows, interpolable=True)
-            per_seed.append(float(spearmanr(column(sel, "upsilon"), column(sel, "population_loss"))[0]))
-        mean, low, high = mean_interval(per_seed)
+            if len(sel) >= 4:
+                per_seed.append(float(spearmanr(column(sel, "upsilon"), column(sel, "population_loss"))[0]))
+        mean, low, high = mean_interval(per_seed) if len(per_seed) >= 2 else (nan, nan, nan)
         low, high = max(low, -1.0), min(high, 1.0)  # a correlation lies in [-1, 1]
+        kept = where(members, interpolable=True)
         out.append(
             {
                 key: value,
                 "spearman": mean,
                 "low": low,
                 "high": high,
-                "condition_number": geomean(column(members, "condition_number")),
-                "not_interpolable": len(where(members, interpolable=False)),
+                "seeds_used": len(per_seed),
+                "condition_number": geomean(column(kept, "condition_number")) if kept else nan,
+                "not_interpolable": len(members) - len(kept),
             }
         )
     return out

@@ -301,7 +301,7 @@ def _point(config: Config, kind: str, **point) -> dict:
 
 
 def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
-    """Every method and seed, the reference searches, the initialisation sweep and the mirror solver."""
+    """Every method and seed, the two flattest interpolators, the initialisation sweep and the mirror solver."""
     scale = {"small": config.init_small, "large": config.init_large}
     seeds = [config.seed + 100 * s for s in range(config.seeds)]
     points = (
