@@ -309,7 +309,15 @@ def map_points(
         import joblib
 
         threads = max(1, (os.cpu_count() or 1) // jobs)
-        with joblib.parallel_config(backend="loky", n_jobs=jobs, inner_max_num_threads=threads):
+        with (
+            warnings.catch_warnings(),
+            joblib.parallel_config(backend="loky", n_jobs=jobs, inner_max_num_threads=threads),
+        ):
+            # loky replaces a worker whose memory grew by more than its leak threshold (300 MB) after a task and
+            # warns if other tasks were queued; the tasks run on the new worker and no result is lost.
+            warnings.filterwarnings(
+                "ignore", message="A worker stopped while some jobs were given", category=UserWarning
+            )
             outputs = joblib.Parallel(n_jobs=jobs, return_as="generator")(
                 joblib.delayed(_compute)(function, config, points[i]) for i in todo
             )
