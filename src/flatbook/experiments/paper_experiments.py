@@ -32,7 +32,7 @@ from ..flattest import feature_matrix
 from ..global_flattest import flattest_interpolator
 from ..interpolators import directions_with_alignment
 from ..network import TwoLayerNet
-from ..search import interpolator_report
+from ..search import flattest_interpolator_report, interpolator_report
 from ..stats import mean_interval
 from ..tables import column, geomean, group, where
 from .runner import map_points
@@ -128,21 +128,12 @@ def _reference(config: Config, setting: str, seed: int) -> list[dict]:
     except InfeasibleInterpolationError:  # no width-m network of this activation interpolates (quadratic, n > D)
         nan = float("nan")
         return [{**row, "interpolable": False, "upsilon": nan, "lower": nan, "population_loss": nan}]
-    loss = population_loss(result.net, teacher, n_test=config.n_test, seed=seed + 2)
     zero = TwoLayerNet(torch.zeros(1, dtype=X.dtype, device=X.device), teacher.theta_star[:1], activation)
     return [
         {
             **row,
             "interpolable": True,
-            "upsilon": result.upper,
-            "lower": result.lower,
-            "lower_estimate": result.lower_estimate,
-            "pricing": result.pricing,
-            "population_loss": loss.value,
-            "population_loss_stderr": loss.stderr,
-            "weighted_alignment": result.net.weighted_alignment(teacher.theta_star),
-            "train_residual": float((result.net(X) - y).abs().max()),
-            "max_abs_y": float(y.abs().max()),
+            **flattest_interpolator_report(result, X, y, teacher, n_test=config.n_test, seed=seed + 2),
             "zero_loss": population_loss(zero, teacher, n_test=config.n_test, seed=seed + 2).value,
         }
     ]

@@ -36,6 +36,7 @@ from ..global_flattest import flattest_interpolator
 from ..interpolators import random_directions
 from ..mirror import get_potential
 from ..network import TwoLayerNet
+from ..search import flattest_interpolator_report
 from ..tables import where
 from ..training import mirror_descent
 from .runner import map_points
@@ -226,22 +227,7 @@ def _references(config: Config, seed: int) -> dict:
             seed=seed + 3,
             **restriction,
         )
-        loss = population_loss(result.net, teacher)
-        rows.append(
-            {
-                "method": name,
-                "seed": seed,
-                "upsilon": result.upper,
-                "lower": result.lower,
-                "lower_estimate": result.lower_estimate,
-                "pricing": result.pricing,
-                "population_loss": loss.value,
-                "excess_loss": loss.excess,
-                "weighted_alignment": result.net.weighted_alignment(teacher.theta_star),
-                "train_residual": float((result.net(X) - y).abs().max()),
-                "max_abs_y": float(y.abs().max()),
-            }
-        )
+        rows.append({"method": name, "seed": seed, **flattest_interpolator_report(result, X, y, teacher)})
     return {"references": rows}
 
 
