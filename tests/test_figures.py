@@ -1,5 +1,6 @@
 """The figure registry and the figure command: every figure regenerates, with provenance, from its id."""
 
+import inspect
 import json
 import re
 import subprocess
@@ -14,7 +15,7 @@ import flatbook.flattest
 from flatbook.cli import main
 from flatbook.errors import FlatbookInputError
 from flatbook.experiments import SCALES, bad_interpolators
-from flatbook.figures import REGISTRY, get_spec, make, registry, saving
+from flatbook.figures import REGISTRY, drawing_code, get_spec, make, registry, saving
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -138,8 +139,27 @@ def test_every_chapter_figure_is_registered_and_shown_by_its_id():
         text = chapter.read_text()
         labels = re.findall(r"name: fig-([\w-]+)", text)
         shown = re.findall(r'plot\("([\w-]+)", tables\)', text)
+        # under each figure, in the next cell, its drawing code (collapsed, input hidden)
+        drawn = re.findall(
+            r'plot\("[\w-]+", tables\)\n```\n\n```\{code-cell\} ipython3\n:tags: \[remove-input\]\n'
+            r'drawing_code\("([\w-]+)"\)\n```',
+            text,
+        )
         registered = [spec.id for spec in REGISTRY.values() if spec.chapter == f"book/{chapter.name}"]
-        assert labels == shown == registered, chapter.name
+        assert labels == shown == drawn == registered, chapter.name
+
+
+def test_the_drawing_code_is_the_registered_functions_source():
+    for figure_id, spec in REGISTRY.items():
+        code = drawing_code(figure_id)
+        assert code.source == inspect.getsource(spec.draw) and code.source.startswith("@figure(")
+        compile(code.source, spec.drawn_by, "exec")  # a whole definition, not a fragment
+        page = code._repr_html_()
+        assert page.startswith('<details class="drawing-code">') and page.endswith("</details>")
+        assert spec.draw.__name__ in page and "<summary>" in page
+        assert str(code).startswith(f"# {figure_id}: drawn by {spec.drawn_by}")
+    with pytest.raises(FlatbookInputError, match="unknown figure id"):
+        drawing_code("ch9-nothing")
 
 
 def string_literals(path: Path) -> list[str]:

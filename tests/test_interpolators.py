@@ -5,10 +5,11 @@ from flatbook import TwoLayerNet, flattest_outer_weights, get_activation, min_fl
 from flatbook.data import random_orthonormal, single_index
 from flatbook.errors import FlatbookInputError
 from flatbook.flatness import flatness_weights, orbit_flatness, population_flatness_weight
-from flatbook.flattest import other_interpolators
+from flatbook.flattest import feature_matrix, other_interpolators
 from flatbook.interpolators import (
     alignment_projector,
     directions_with_alignment,
+    minimum_l2_interpolator,
     orthogonal_directions,
     random_directions,
     teacher_and_random_directions,
@@ -108,3 +109,24 @@ def test_memorising_network_isolates_each_sample_or_says_it_cannot():
     assert min_flatness(net, X, y) == pytest.approx(relu_memorising_flatness(X, y), rel=1e-10)
     X, y = teacher.sample(40, seed=1)
     assert memorising_network(X, y, basis) is None
+
+
+@pytest.mark.parametrize("activation", ["relu", "quadratic"])
+def test_minimum_l2_interpolator_interpolates_with_the_least_norm_outer_weights(activation):
+    X, y = single_index(4, link=activation, noise_std=0.3, seed=0).sample(8, seed=1)
+    directions = random_directions(20, 4, seed=2)
+    net = minimum_l2_interpolator(X, y, activation, directions)
+    assert float((net(X) - y).abs().max()) < 1e-10
+    Phi = feature_matrix(directions, X, activation)
+    null = torch.linalg.svd(Phi).Vh[8:]  # Φ v = 0: adding v keeps interpolating
+    for v in null[:3]:
+        assert float((Phi @ (net.a + v) - y).abs().max()) < 1e-10
+        assert float((net.a + v).norm()) > float(net.a.norm())  # a = Φ⁺y is orthogonal to the null space
+
+
+def test_minimum_l2_interpolator_refuses_what_cannot_interpolate():
+    X, y = single_index(4, noise_std=0.3, seed=0).sample(8, seed=1)
+    with pytest.raises(FlatbookInputError, match="do not span the 8 labels"):
+        minimum_l2_interpolator(X, y, "relu", random_directions(5, 4, seed=2))
+    with pytest.raises(FlatbookInputError, match="d = 3 columns"):
+        minimum_l2_interpolator(X, y, "relu", random_directions(20, 3, seed=2))

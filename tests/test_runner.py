@@ -209,3 +209,19 @@ def test_cache_commands_with_the_cache_off(monkeypatch, capsys):
     monkeypatch.setenv("FLATBOOK_CACHE", "off")
     assert main(["cache", "info"]) == 2
     assert "the cache is off" in capsys.readouterr().err
+
+
+def test_run_report_fits_a_code_box(monkeypatch):
+    """The collapsed report under each chapter's run: scale, time, cache counts, then the config, ≤ 80 columns."""
+    from flatbook.experiments import SCALES
+    from flatbook.figures import REGISTRY
+
+    monkeypatch.setenv("FLATBOOK_SCALE", "book")
+    for module in {spec.experiment_module for spec in REGISTRY.values()}:
+        for scale in SCALES:
+            config = module.CONFIGS[scale]
+            report = runner.run_report(config, 12.34)
+            lines = report.splitlines()
+            assert lines[0] == "scale 'book', ran in 12.3 s" and lines[1].endswith("read from the cache")
+            assert max(map(len, lines)) <= 80, (module.__name__, scale, max(lines, key=len))
+            assert eval("\n".join(lines[2:]), vars(module)) == config  # the whole config, nothing lost

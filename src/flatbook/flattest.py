@@ -88,9 +88,9 @@ class FlattestResult:
 
 
 def feature_matrix(theta, X, activation) -> torch.Tensor:
-    """Φ_ij = σ(⟨u_j, x_i⟩) with u_j = θ_j / ‖θ_j‖ (n × m)."""
+    """Φ_ij = σ(⟨u_j, x_i⟩) with u_j = θ_j / ‖θ_j‖ (n × m); ``activation`` an activation or its name."""
     norms = torch.linalg.vector_norm(theta, dim=1)
-    return activation(X @ (theta / norms[:, None]).T)
+    return get_activation(activation)(X @ (theta / norms[:, None]).T)
 
 
 def dual_objective(lam, Phi, y, kappa, p) -> float:

@@ -29,6 +29,7 @@ __all__ = [
     "alignment_projector",
     "complement_basis",
     "memorising_network",
+    "minimum_l2_interpolator",
 ]
 
 
@@ -142,3 +143,22 @@ def memorising_network(X, y, within=None):
         thetas.append(theta)
         weights.append(y[i] / (theta @ X[i]))
     return TwoLayerNet(torch.stack(weights), torch.stack(thetas), get_activation("relu"))
+
+
+def minimum_l2_interpolator(X, y, activation, directions) -> TwoLayerNet:
+    """Outer weights a = Φ⁺y of least ℓ2 norm on fixed inner weights (Φ_ij = σ(⟨θ_j, x_i⟩)): the
+    random-features interpolator, chapter 4's negative control.  Raises if it does not interpolate."""
+    activation = get_activation(activation)
+    X, y = check_data(X, y)
+    directions = as_tensor(directions, "directions", ndim=2, device=X.device)
+    if directions.shape[1] != X.shape[1]:
+        raise FlatbookInputError(f"directions have d = {directions.shape[1]} columns but X has {X.shape[1]}.")
+    Phi = activation(X @ directions.T)
+    net = TwoLayerNet(torch.linalg.pinv(Phi) @ y, directions, activation)
+    residual = float((net(X) - y).abs().max())
+    if residual > 1e-6 * max(1.0, float(y.abs().max())):
+        raise FlatbookInputError(
+            f"the minimum-ℓ2 outer weights leave a training residual {residual:.2e}: the {directions.shape[0]} "
+            f"features do not span the {X.shape[0]} labels; use more directions (m ≥ n, rank n)."
+        )
+    return net

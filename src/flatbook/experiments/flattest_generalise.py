@@ -38,7 +38,7 @@ from ..data import population_loss, sum_of_single_index
 from ..errors import FlatbookInputError
 from ..flatness import min_flatness, unit_flatness_weights
 from ..global_flattest import flattest_interpolator
-from ..interpolators import random_directions
+from ..interpolators import minimum_l2_interpolator, random_directions
 from ..network import TwoLayerNet
 from ..stats import mean_interval
 from ..tables import column, group, local_slopes, slope_across_seeds, where
@@ -52,7 +52,6 @@ __all__ = [
     "CONDITIONS",
     "predicted_rate",
     "teacher_for",
-    "minimum_l2_interpolator",
     "resolved_excess",
     "RESOLUTION",
     "theorem_check",
@@ -132,12 +131,6 @@ def _teacher(config, noise_std, residual_std, seed):
     return sum_of_single_index(
         config.d, config.k, link=config.activation, noise_std=noise_std, seed=seed, residual_std=residual_std
     )
-
-
-def minimum_l2_interpolator(X, y, activation, directions) -> TwoLayerNet:
-    """The negative control: outer weights a = Φ⁺y of least ℓ2 norm on fixed directions (Φ_ij = σ(⟨θ_j, x_i⟩))."""
-    Phi = activation(X @ directions.T)
-    return TwoLayerNet(torch.linalg.pinv(Phi) @ y, directions, activation)
 
 
 def _point(config, noise_std, residual_std, n, seed):

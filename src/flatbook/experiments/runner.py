@@ -38,6 +38,7 @@ import functools
 import hashlib
 import json
 import os
+import pprint
 import warnings
 from pathlib import Path
 
@@ -48,6 +49,7 @@ __all__ = [
     "BACKENDS",
     "default_jobs",
     "cache_report",
+    "run_report",
     "NOT_COMPUTING",
     "computing_sources",
     "code_fingerprint",
@@ -75,6 +77,14 @@ def cache_report() -> str:
     _COUNTS.update(computed=0, cached=0)
     # No cache path: the chapters print this into published pages (`flatbook cache info` says where it is).
     return f"{computed} configuration points computed, {cached} read from the cache"
+
+
+def run_report(config, seconds: float, width: int = 80) -> str:
+    """A chapter's run in a few lines of at most ``width`` characters: the scale, the time, :func:`cache_report`,
+    then the config, wrapped (the chapters show it in a collapsed cell; no path of the machine that ran it)."""
+    from . import current_scale
+
+    return f"scale {current_scale()!r}, ran in {seconds:.1f} s\n{cache_report()}\n{pprint.pformat(config, width=width)}"
 
 
 PACKAGE = Path(__file__).resolve().parent.parent

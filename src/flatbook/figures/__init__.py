@@ -9,7 +9,8 @@ From a figure id on a page, e.g. ``ch3-gap``:
 
 ``flatbook figure --list`` prints both for every id.  One drawing module per
 experiment, with the experiment's name; :mod:`.style` is the one style they
-share.  Chapters show a figure with ``plot(figure_id, tables)``; the command
+share.  Chapters show a figure with ``plot(figure_id, tables)`` and, under it, the code that draws it
+with ``drawing_code(figure_id)`` (a collapsed block); the command
 ``flatbook figure ID --scale S`` regenerates it with :func:`~flatbook.figures.saving.make` (PNG, SVG, PDF
 and a JSON sidecar with its provenance).  Nothing here is part of the sweep
 cache's key: editing a drawing or the style never recomputes a sweep.
@@ -27,7 +28,7 @@ from . import (  # noqa: F401
     symmetry_paradox,
     training_flatness,
 )
-from .registry import REGISTRY, FigureSpec, figure, get_spec, plot
+from .registry import REGISTRY, DrawingCode, FigureSpec, drawing_code, figure, get_spec, plot
 from .saving import make
 
-__all__ = ["REGISTRY", "FigureSpec", "figure", "get_spec", "make", "plot"]
+__all__ = ["REGISTRY", "DrawingCode", "FigureSpec", "drawing_code", "figure", "get_spec", "make", "plot"]

@@ -18,6 +18,8 @@ imports them all); an id is written once in the package.
 
 from __future__ import annotations
 
+import html
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -26,7 +28,7 @@ from matplotlib.figure import Figure
 
 from ..errors import FlatbookInputError
 
-__all__ = ["FigureSpec", "REGISTRY", "figure", "get_spec", "plot"]
+__all__ = ["DrawingCode", "FigureSpec", "REGISTRY", "drawing_code", "figure", "get_spec", "plot"]
 
 Draw = Callable[[dict], Figure]
 
@@ -102,3 +104,33 @@ def get_spec(figure_id: str) -> FigureSpec:
 def plot(figure_id: str, tables: dict) -> Figure:
     """Draw registered figure ``figure_id`` from its experiment's tables (what the chapters call)."""
     return get_spec(figure_id).draw(tables)
+
+
+@dataclass(frozen=True)
+class DrawingCode:
+    """The source of the function that draws a figure; in a notebook or a page, a collapsed block under it."""
+
+    figure_id: str
+    drawn_by: str
+    source: str
+
+    def __str__(self) -> str:
+        return f"# {self.figure_id}: drawn by {self.drawn_by}\n{self.source}"
+
+    def _repr_html_(self) -> str:
+        from pygments import highlight  # IPython's own dependency: present wherever this is displayed
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import PythonLexer
+
+        code = highlight(self.source, PythonLexer(), HtmlFormatter(cssclass="highlight"))
+        return (
+            f'<details class="drawing-code"><summary>The code that draws this figure '
+            f"(<code>{html.escape(self.drawn_by)}</code>, house style from <code>flatbook.figures.style</code>)"
+            f"</summary>{code}</details>"
+        )
+
+
+def drawing_code(figure_id: str) -> DrawingCode:
+    """The source of the function registered for ``figure_id``, read from the installed package (it cannot drift)."""
+    spec = get_spec(figure_id)
+    return DrawingCode(figure_id, spec.drawn_by, inspect.getsource(spec.draw))
