@@ -5,9 +5,10 @@ opened at a desktop and a phone width.  Checked: MathJax typeset every formula
 and no raw TeX delimiters are left, every image loaded, every figure has a
 number and every figure/equation reference shows one, no error output and no
 JavaScript errors, nothing is requested from another host, the page fits the
-phone's width, the previous/next navigation goes to the neighbouring pages of
-the table of contents, and the search page finds results.  A screenshot of each
-page at each width goes to ``_build/screenshots/{desktop,mobile}/`` (ignored by git).
+phone's width, every visible cell output fits its box at the desktop width, the
+previous/next navigation goes to the neighbouring pages of the table of
+contents, and the search page finds results.  A screenshot of each page at each
+width goes to ``_build/screenshots/{desktop,mobile}/`` (ignored by git).
 
 Chromium comes from ``scripts/install_browser.sh`` (run by ``scripts/test.sh``);
 ``FLATBOOK_CHROMIUM`` points at another binary.  Without one the tests skip,
@@ -106,6 +107,9 @@ PAGE_REPORT = """() => {
     error_text: ['Traceback (most recent call last)', 'CellExecutionError', 'Exception:']
       .filter(s => document.body.innerText.includes(s)),
     overflow: document.documentElement.scrollWidth - window.innerWidth,
+    wide_outputs: [...document.querySelectorAll('.cell_output pre')]
+      .filter(p => p.offsetParent !== null && p.scrollWidth > p.clientWidth + 1)
+      .map(p => p.textContent.slice(0, 60)),
     next: (document.querySelector('a.right-next') || {}).href || null,
     prev: (document.querySelector('a.left-prev') || {}).href || null,
   };
@@ -133,6 +137,8 @@ def test_page_renders_in_chromium(browser, site, page, viewport):
         assert ref.startswith("Fig.") or (ref.startswith("(") and ref.endswith(")")), f"{page}: reference {ref!r}"
     assert report["error_outputs"] == 0 and not report["error_text"], f"{page}: error output {report}"
     assert report["overflow"] <= 1, f"{page}: {report['overflow']} px wider than the {viewport} window"
+    if viewport == "desktop":  # a visible cell output fits its code box without scrolling (a phone scrolls)
+        assert not report["wide_outputs"], f"{page}: outputs wider than their box: {report['wide_outputs']}"
     if page.startswith("book/0"):  # chapters: equations and figures are there and typeset
         assert report["math"] > 10 and report["figures"], f"{page}: no maths or figures? {report}"
     index = PAGES.index(page)
