@@ -67,6 +67,17 @@ def test_master_says_when_its_columns_cannot_interpolate():
         master.add(np.ones((5, 1)), np.zeros(1))
 
 
+def test_master_time_limit_is_per_solve_not_cumulative():
+    """HiGHS compares its time limit with all runs of the object together; a long column generation (chapter 5's
+    paper scale in d = 50) once stopped with 'Time limit reached' after its solves had added up past the limit."""
+    rng = np.random.default_rng(0)
+    master = WeightedL1Master(rng.standard_normal(30), time_limit=0.05)
+    master.add(rng.standard_normal((30, 60)), np.ones(60))
+    while master._highs.getRunTime() < 0.2:  # four times the limit, in many short solves
+        master.solve()
+        master.add(rng.standard_normal((30, 1)), np.ones(1))
+
+
 # --- the splitting lemma ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name,params", [("quadratic", {}), ("relu_power", {"c": 3.0}), ("relu", {})])

@@ -69,7 +69,7 @@ class WeightedL1Master:
         with _quiet_stdout():
             self._highs = highspy.Highs()
         self._highs.setOptionValue("output_flag", False)
-        self._highs.setOptionValue("time_limit", float(time_limit))
+        self.time_limit = float(time_limit)
         self._inf = highspy.kHighsInf
         self._status_optimal = highspy.HighsModelStatus.kOptimal
         self._highs.addRows(self.n, y, y, 0, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32),
@@ -119,18 +119,25 @@ class WeightedL1Master:
         self.columns = self.columns[:, keep]
         self.weights = self.weights[keep]
 
+    def _run(self) -> None:
+        """One HiGHS run limited to ``time_limit`` seconds of its own.  HiGHS compares its time limit with the
+        run time accumulated over all runs of the object (ERGO-Code/HiGHS#1331, #1477), which a column
+        generation of many rounds exceeds; so the limit is moved on by the time already spent."""
+        self._highs.setOptionValue("time_limit", self._highs.getRunTime() + self.time_limit)
+        self._highs.run()
+
     def solve(self) -> MasterSolution:
         """Re-optimise from the current basis; raise if the columns cannot interpolate y."""
         if self.size == 0:
             raise InfeasibleInterpolationError("the master has no columns; add directions first.")
-        self._highs.run()
+        self._run()
         status = self._highs.getModelStatus()
         for retry in ("simplex", "ipm"):  # numerical trouble: from scratch, then by interior point
             if status == self._status_optimal:
                 break
             self._highs.clearSolver()
             self._highs.setOptionValue("solver", retry)
-            self._highs.run()
+            self._run()
             self._highs.setOptionValue("solver", "choose")
             status = self._highs.getModelStatus()
         if status != self._status_optimal:
