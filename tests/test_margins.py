@@ -1,16 +1,22 @@
-"""Normalised margins: scale invariance, the Q-margin in the Euclidean and hyperbolic-entropy cases, errors."""
+"""Normalised margins: scale invariance, the Q-margin in the Euclidean and hyperbolic-entropy cases, the KKT
+residual of the max-margin problem at constructed KKT points and away from them, errors."""
 
+import numpy as np
 import pytest
+import scipy.optimize
 import torch
 
 from flatbook import TwoLayerNet
 from flatbook.errors import FlatbookInputError
 from flatbook.margins import (
+    kkt_residual,
     network_degree,
     normalised_margin,
     q_margin,
     smallest_margin,
 )
+from flatbook.mirror import get_potential
+from flatbook.network import forward
 
 
 def classified(activation="relu", seed=0):
@@ -61,3 +67,62 @@ def test_margin_errors():
         q_margin(net, X, y, "euclidean", "hyperbolic_entropy")
     with pytest.raises(FlatbookInputError, match="all parameters zero"):
         normalised_margin(TwoLayerNet(0 * net.a, 0 * net.theta), X, y)
+
+
+def max_margin_point(potential):
+    """A KKT point of min φ_α(w)^α s.t. y_i h(w, x_i) ≥ 1, by SLSQP, for a width-3 quadratic network on 8 points
+    (smooth, so SLSQP's solution satisfies the KKT conditions to its tolerance).  For the ℓ₁ horizon, w = u − v
+    with u, v ≥ 0 and the objective Σ(u + v): smooth too, and its zeros are exact."""
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(8, 2, generator=gen, dtype=torch.float64)
+    y = torch.sign(X[:, 0] ** 2 - X[:, 1] ** 2)
+    m, size = 3, 9
+    activation = TwoLayerNet(torch.ones(1), torch.ones(1, 2), "quadratic").activation
+
+    def margins(v):
+        v = torch.as_tensor(v, dtype=torch.float64)
+        return (y * forward(v[:m], v[m:].reshape(m, 2), X, activation)).numpy()
+
+    start = 2 * np.array([1.0, -1.0, 0.1, 1.0, 0.0, 0.0, 1.0, 0.3, 0.3])  # separates the data
+    options = {"ftol": 1e-14, "maxiter": 2000}
+    if potential.horizon_degree == 1:
+        split = np.concatenate([np.clip(start, 0, None), np.clip(-start, 0, None)]) + 0.01
+        result = scipy.optimize.minimize(
+            np.sum, split, method="SLSQP", bounds=[(0, None)] * (2 * size), options=options,
+            constraints=[{"type": "ineq", "fun": lambda z: margins(z[:size] - z[size:]) - 1}],
+        )
+        w = result.x[:size] - result.x[size:]
+    else:
+        alpha = potential.horizon_degree
+        result = scipy.optimize.minimize(
+            lambda v: float(potential.horizon(torch.as_tensor(v)) ** alpha), start, method="SLSQP", options=options,
+            constraints=[{"type": "ineq", "fun": lambda v: margins(v) - 1}],
+        )
+        w = result.x
+    w = torch.as_tensor(w)
+    return TwoLayerNet(w[:m], w[m:].reshape(m, 2), "quadratic"), X, y
+
+
+@pytest.mark.parametrize(
+    "name, params", [("euclidean", {}), ("p_norm", {"p": 3.0}), ("hyperbolic_entropy", {"beta": 0.1})]
+)
+def test_kkt_residual_vanishes_at_a_kkt_point_and_not_away_from_it(name, params):
+    potential = get_potential(name, **params)
+    net, X, y = max_margin_point(potential)
+    at = kkt_residual(net, X, y, potential)
+    assert at.relative < 1e-5, at
+    assert len(at.active) >= 1 and (at.multipliers >= 0).all()
+    grown = kkt_residual(TwoLayerNet(5 * net.a, 5 * net.theta, "quadratic"), X, y, potential)
+    assert abs(grown.relative - at.relative) < 1e-6  # a property of the direction only
+    moved = kkt_residual(TwoLayerNet(1.1 * net.a, net.theta + 0.05, "quadratic"), X, y, potential)
+    assert moved.relative > 0.1, moved
+
+
+def test_kkt_residual_errors():
+    net, X, y = max_margin_point(get_potential("euclidean"))
+    with pytest.raises(FlatbookInputError, match="misclassifies"):
+        kkt_residual(TwoLayerNet(-net.a, net.theta, "quadratic"), X, y, "euclidean")
+    with pytest.raises(FlatbookInputError, match="one horizon degree"):
+        kkt_residual(net, X, y, "euclidean", get_potential("hyperbolic_entropy", beta=0.1))
+    with pytest.raises(FlatbookInputError, match="active_tol"):
+        kkt_residual(net, X, y, "euclidean", active_tol=-1.0)

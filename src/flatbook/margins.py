@@ -11,14 +11,25 @@ whose finite-time stand-in is the *Q-margin* (eq. ``eq-q-margin``), with N(w) =
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
+import scipy.optimize
 import torch
 
 from .backend import check_binary_labels, check_data
 from .errors import FlatbookInputError
 from .mirror import Potential, get_potential
+from .network import forward
 
-__all__ = ["network_degree", "parameters", "smallest_margin", "normalised_margin", "q_margin"]
+__all__ = [
+    "network_degree",
+    "parameters",
+    "smallest_margin",
+    "normalised_margin",
+    "q_margin",
+    "KKTResidual",
+    "kkt_residual",
+]
 
 
 def network_degree(net) -> float:
@@ -48,19 +59,80 @@ def normalised_margin(net, X, y, norm: float = 2.0) -> float:
     return smallest_margin(net, X, y) / float(size) ** network_degree(net)
 
 
+def _same_horizon(outer, inner, what: str, advice: str = ""):
+    """The two layers' potentials (inner defaults to outer), which must share the horizon degree α."""
+    outer = get_potential(outer)
+    inner = outer if inner is None else get_potential(inner)
+    if outer.horizon_degree != inner.horizon_degree:
+        raise FlatbookInputError(
+            f"{what} needs one horizon degree for both layers, got α = {outer.horizon_degree} (outer) "
+            f"and {inner.horizon_degree} (inner){advice}."
+        )
+    return outer, inner
+
+
 def q_margin(net, X, y, outer: Potential | str, inner: Potential | str | None = None) -> float:
     """min_i y_i h(w, x_i) / (α Q(∇R(w)))^{L/α}, the margin in the potential's own geometry (eq. ``eq-q-margin``).
 
     Both layers' potentials must share the horizon degree α.
     """
-    outer = get_potential(outer)
-    inner = outer if inner is None else get_potential(inner)
-    if outer.horizon_degree != inner.horizon_degree:
-        raise FlatbookInputError(
-            f"the Q-margin needs one horizon degree for both layers, got α = {outer.horizon_degree} (outer) "
-            f"and {inner.horizon_degree} (inner); use normalised_margin with a fixed norm instead.")
+    outer, inner = _same_horizon(outer, inner, "the Q-margin", "; use normalised_margin with a fixed norm instead")
     alpha = outer.horizon_degree
     dual = float(outer.dual_potential(net.a) + inner.dual_potential(net.theta))
     if dual <= 0:
         raise FlatbookInputError("Q(∇R(w)) = 0: the network is at the potential's minimum, margin undefined.")
     return smallest_margin(net, X, y) / (alpha * dual) ** (network_degree(net) / alpha)
+
+
+class KKTResidual(NamedTuple):
+    """How far a direction is from a KKT point of the max-margin problem (result of :func:`kkt_residual`)."""
+
+    relative: float            #: ‖∂φ^α(w) − Σ_i μ_i ∇_w y_i h(w, x_i)‖ / ‖∇φ^α(w)‖ at the best μ ≥ 0
+    multipliers: torch.Tensor  #: μ_i ≥ 0, one per active sample
+    active: torch.Tensor       #: indices i of the samples with margin ≤ 1 + active_tol (after scaling)
+
+
+def kkt_residual(net, X, y, outer: Potential | str, inner: Potential | str | None = None, *,
+                 active_tol: float = 1e-2, zero_tol: float = 1e-6) -> KKTResidual:
+    """Stationarity residual of the direction of ``net`` for min φ_α(w)^α s.t. y_i h(w, x_i) ≥ 1 (eq. ``eq-kkt``).
+
+    The network is scaled (along its direction) so that its smallest margin is 1; the active set is
+    the samples with margin ≤ 1 + ``active_tol``; the multipliers μ ≥ 0 are fitted by non-negative
+    least squares to ∇φ^α(w) = Σ_{i active} μ_i ∇_w y_i h(w, x_i), φ^α = φ_α(a)^α + φ_α(θ)^α the
+    horizon of the layer potentials.  For α = 1 (the ℓ₁ horizon) a coordinate with
+    |w_k| ≤ ``zero_tol`` max|w| is taken to be zero, where the subgradient may be anything in
+    [−1, 1]: it adds max(0, |(Σ μ_i ∇ y_i h)_k| − 1) to the residual.  0 at a KKT point; the
+    minimiser of φ needs it, so a clearly positive value says the direction is not (yet) one.
+    """
+    X, y = check_data(X, y, net.input_dim)
+    check_binary_labels(y, "a KKT residual")
+    outer, inner = _same_horizon(outer, inner, "the max-margin problem")
+    for name, value in (("active_tol", active_tol), ("zero_tol", zero_tol)):
+        if not (math.isfinite(value) and value >= 0):
+            raise FlatbookInputError(f"{name} must be a finite number >= 0, got {value!r}.")
+    margin = smallest_margin(net, X, y)
+    if margin <= 0:
+        raise FlatbookInputError(
+            f"the network misclassifies a sample (smallest margin {margin:.3g}): the max-margin problem's "
+            "constraints are infeasible along this direction; train until every margin is positive."
+        )
+    alpha, m = outer.horizon_degree, net.width
+    w = (parameters(net) / margin ** (1 / network_degree(net))).detach().requires_grad_(True)
+
+    def margins(v):
+        return y * forward(v[:m], v[m:].reshape(net.theta.shape), X, net.activation)
+
+    scaled = margins(w)
+    active = torch.nonzero(scaled.detach() <= 1 + active_tol).flatten()
+    jacobian = torch.autograd.functional.jacobian(margins, w.detach())[active]  # (|A|, P)
+    objective = outer.horizon(w[:m]) ** alpha + inner.horizon(w[m:]) ** alpha
+    (gradient,) = torch.autograd.grad(objective, w)
+    size = w.detach().abs()
+    zero = size <= zero_tol * size.max() if alpha == 1 else torch.zeros_like(size, dtype=torch.bool)
+    smooth = ~zero
+    mu, _ = scipy.optimize.nnls(jacobian[:, smooth].T.cpu().numpy(), gradient[smooth].cpu().numpy())
+    mu_t = torch.as_tensor(mu, dtype=w.dtype, device=w.device)
+    combination = jacobian.T @ mu_t
+    residual = torch.cat([gradient[smooth] - combination[smooth], (combination[zero].abs() - 1).clamp(min=0)])
+    relative = float(residual.norm() / gradient.norm())
+    return KKTResidual(relative, mu_t, active)
