@@ -124,3 +124,21 @@ def test_label_noise_perturbs_only_the_noisy_steps_and_is_seeded():
     assert torch.equal(silent.net.a, plain.net.a)
     with pytest.raises(FlatbookInputError, match="pass adaptive=False with a fixed `step`"):
         mirror_descent(net, X, y, loss="square", sam_radius=0.1)
+
+
+
+@pytest.mark.slow
+def test_the_round_off_floor_stops_a_run_without_an_error():
+    """A line search that cannot decrease a loss 1e-20 times below its first has reached the floor of the mirror
+    maps' round trip: convergence, not a wrong gradient (chapter 7's paper-scale solver once raised there)."""
+    from flatbook.data import sum_of_single_index
+    from flatbook.flattest_mirror import flattest_by_mirror_descent
+    from flatbook.interpolators import random_directions
+    from flatbook.training import ROUND_OFF
+
+    X, y = sum_of_single_index(5, 2, link="quadratic", seed=0).sample(10, seed=1)
+    directions = random_directions(30, 5, seed=2)
+    solution = flattest_by_mirror_descent(directions, X, y, "quadratic", target_loss=1e-40, max_steps=200_000)
+    assert solution.run.stopped == "round-off" and solution.residual < 1e-10, solution.run.history[-1]
+    assert solution.run.history[-1]["loss"] <= ROUND_OFF * solution.run.history[0]["loss"]
+    assert solution.run.history[-1]["step"] == solution.run.steps < 200_000  # the final state is logged

@@ -29,6 +29,7 @@ from .mirror import Potential, get_potential, mirror_step
 from .network import TwoLayerNet
 
 __all__ = [
+    "ROUND_OFF",
     "OutputLoss",
     "SquareLoss",
     "LogisticLoss",
@@ -153,7 +154,13 @@ class TrainingRun:
     history: list[dict] = field(default_factory=list)
     steps: int = 0
     time: float = 0.0       #: flow time Σ_k η_k
-    stopped: str = ""       #: "target_loss", "max_steps", "max_time" or "stop_when"
+    stopped: str = ""       #: "target_loss", "max_steps", "max_time", "stop_when" or "round-off"
+
+
+#: an adaptive run that cannot decrease a loss this many times below its first one has reached the
+#: round-off floor (the mirror maps' round trip ∇Q(∇R(w)) moves w by more than any step left to take),
+#: and stops there ("round-off") instead of reporting a wrong gradient
+ROUND_OFF = 1e-20
 
 
 def log_steps(max_steps: int, n_logs: int) -> set[int]:
@@ -173,7 +180,8 @@ def mirror_descent(net: TwoLayerNet, X, y, *, loss="logistic", outer: Potential 
 
     ``inner`` defaults to ``outer``; ``train_inner=False`` keeps θ fixed (a linear
     model in a).  Stops at ``target_loss``, after ``max_steps`` or at flow time
-    ``max_time``, or when ``stop_when(net)`` is true at a logged step.
+    ``max_time``, when ``stop_when(net)`` is true at a logged step, or when an adaptive step can no
+    longer decrease a loss already :data:`ROUND_OFF` times below the first (``stopped == "round-off"``).
     ``history`` has, at the steps of :func:`log_steps`, the step, flow time,
     loss, step size and whatever ``record(net)`` returns.
 
@@ -237,6 +245,9 @@ def mirror_descent(net: TwoLayerNet, X, y, *, loss="logistic", outer: Potential 
                 break
             eta /= 2
         else:
+            if state.loss <= ROUND_OFF * run.history[0]["loss"]:  # at the floor of the mirror maps' round trip
+                run.stopped = "round-off"
+                break
             raise SolverError(f"mirror descent could not decrease the loss {state.loss:.3e} at step {run.steps} "
                               "even with a step 2^-200 times the last one; the gradient is likely wrong.")
         if not math.isfinite(trial.loss):
