@@ -1,24 +1,30 @@
-"""What the `paper` scale of chapters 3 and 4 costs on this machine: single points timed, the sweep projected.
+"""What the `paper` scale of chapters 3, 4, 5 and 7 costs on this machine: single points timed, the sweep projected.
 
     python bench/paper_scale_cost.py                          # n up to 1600, writes book/paper_scale/cost.json
     python bench/paper_scale_cost.py --n-max 400 --out /tmp/cost.json   # a quick look
 
-Their paper sweeps (n up to 3200, m = 2n, five seeds) are too long to run on
+Their paper sweeps (n up to 3200, m = 2n, five to ten seeds) are too long to run on
 two cores, so this times the configuration points of each kind (the first ``--seeds`` seeds, the
 paper config, the cache off) for every n of the paper grid up to ``--n-max``,
 keeps the point's result rows, and projects the whole sweep: the sum over all
 its points of the measured time of a point of that kind and n, and beyond
 ``--n-max`` the largest measured time scaled by (n / n_max)³, the cost of one
 solver iteration (forming the n × n normal or Hessian matrix of an n × 2n
-feature matrix); solver iterations and search steps are taken not to grow
-with n, so read it as an estimate.
+feature matrix); solver iterations, search steps and training steps are taken not to
+grow with n, so read it as an estimate.  A kind whose every paper size exceeds ``--n-max``
+(chapter 5 has the one n = 1000) is timed at n = n_max and projected from there.
 
 Point kinds (every point of the sweep is one of these, at one of its sizes):
 
 - chapter 3: the ReLU in d = 3 (the flattest interpolator and the flattest ρ0-bad ones, exact pricing),
   the centred-label certificate alone (timed at every n, however large: it is one arrangement
   enumeration), the ReLU in the paper's d = 100, the quadratic with n/D fixed and at fixed d;
-- chapter 4: the noiseless condition, and one noisy and one residual condition standing for the others.
+- chapter 4: the noiseless condition, and one noisy and one residual condition standing for the others;
+- chapter 5: the alignment grid of each setting (its noise sweep is the sweep setting's kind again: the noise
+  does not change a program's size), the width sweep's other ratios, the flattest interpolator of each
+  reference setting;
+- chapter 7: each training method, each point of the initialisation and step sweeps, the two flattest
+  interpolators of a seed, and each run of the mirror solver on the outer weights.
 
 With ``--experiments`` a subset is timed and the other experiments' entries of ``--out`` are kept.
 """
@@ -28,11 +34,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import fields, replace
 from functools import partial
 from pathlib import Path
 
 from flatbook.backend import default_device
-from flatbook.experiments import bad_interpolators, flattest_generalise
+from flatbook.experiments import bad_interpolators, flattest_generalise, paper_experiments, training_flatness
 from flatbook.experiments.runner import code_fingerprint
 
 from common import header, timed
@@ -77,10 +84,99 @@ def chapter4_kinds(config):
     ]
 
 
+def sized(function, config, seed, **point):
+    """Call a point function whose sizes live in its config: the point's config fields (``n``,
+    ``width_ratio``, …) replace the config's, the others are the function's keywords."""
+    names = {field.name for field in fields(config)}
+    resized = replace(config, **{key: value for key, value in point.items() if key in names})
+    return function(resized, seed=seed, **{key: value for key, value in point.items() if key not in names})
+
+
+def chapter5_kinds(config):
+    """As :func:`chapter3_kinds`, for chapter 5 (one n, config.n): per setting, all ρ* of one seed."""
+    e = paper_experiments
+    point = partial(sized, e._point)
+    sweep_points = len(config.noise_sweep) + config.width_sweep.count(config.width_ratio)
+    grid = [
+        (
+            f"grid: {setting}",
+            point,
+            [{"n": config.n, "setting": setting}],
+            config.seeds * (1 + (sweep_points if setting == config.sweep_setting else 0)),
+        )
+        for setting in config.settings
+    ]
+    widths = [
+        (
+            f"grid: {config.sweep_setting}, m/n = {ratio:g}",
+            point,
+            [{"n": config.n, "setting": config.sweep_setting, "width_ratio": ratio}],
+            config.seeds,
+        )
+        for ratio in config.width_sweep
+        if ratio != config.width_ratio
+    ]
+    references = [
+        (f"reference: {setting}", point, [{"n": config.n, "setting": setting, "kind": "reference"}], config.seeds)
+        for setting in config.reference_settings
+    ]
+    return grid + widths + references
+
+
+def _solver_run(config, seed, n, activation, beta):
+    """Chapter 7's mirror solver on n samples (it runs once, with the config's own seed: ``seed`` is unused)."""
+    return training_flatness._solver(replace(config, solver_n=n), activation, beta)
+
+
+def chapter7_kinds(config):
+    """As :func:`chapter3_kinds`, for chapter 7 (one n, config.n; the solver's config.solver_n)."""
+    e = training_flatness
+    point = partial(sized, e._point)
+    scale = {"small": config.init_small, "large": config.init_large}
+    training = [
+        (label, point, [{"n": config.n, "kind": "train", "label": label, "scale": scale[init]}], config.seeds)
+        for label, (init, _) in e.METHODS.items()
+    ]
+    inits = [
+        (f"GD, init {x:g}", point, [{"n": config.n, "kind": "train", "label": f"GD, init {x:g}", "scale": x}], 1)
+        for x in config.init_scales
+    ]
+    steps = [
+        (
+            f"GD, step {eta:g}",
+            point,
+            [{"n": config.n, "kind": "train", "label": f"GD, step {eta:g}", "scale": config.init_small, "step": eta}],
+            1,
+        )
+        for eta in config.step_sizes
+    ]
+    references = [("flattest interpolators", point, [{"n": config.n, "kind": "references"}], config.seeds)]
+    solver = [
+        (
+            f"mirror solver: {activation}, β = {beta:g}",
+            _solver_run,
+            [{"n": config.solver_n, "m": config.solver_m, "activation": activation, "beta": beta}],
+            1,
+        )
+        for activation, beta in [("quadratic", 0.0), *(("relu", b) for b in config.solver_betas)]
+    ]
+    return training + inits + steps + references + solver
+
+
 EXPERIMENTS = {
     "bad_interpolators": (bad_interpolators, chapter3_kinds),
     "flattest_generalise": (flattest_generalise, chapter4_kinds),
+    "paper_experiments": (paper_experiments, chapter5_kinds),
+    "training_flatness": (training_flatness, chapter7_kinds),
 }
+
+
+def width(config, point: dict, n: int) -> int:
+    """The network width of a timed point: its own ``m``, else its width ratio (or the config's) times n."""
+    if "m" in point:
+        return point.pop("m")
+    ratio = point.get("width_ratio", getattr(config, "width_factor", None) or getattr(config, "width_ratio", None))
+    return int(round(ratio * n))
 
 
 def main():
@@ -120,12 +216,16 @@ def main():
             largest = None
             for point in points:
                 n, always_timed = point["n"], point.pop("always_timed", False)
-                if n <= args.n_max or always_timed:
+                if largest is None and n > args.n_max and not always_timed:  # no paper size timed: time at n_max
+                    point = {**point, "n": args.n_max}
+                timed_n = point["n"]
+                m = width(config, point, timed_n)
+                if timed_n <= args.n_max or always_timed:
                     times = []
                     d = point.get("d", getattr(config, "d", None))
                     for replicate in range(args.seeds):  # the sweep's own seeds: config.seed + 100 s
                         seed = config.seed + 100 * replicate
-                        entry = done.get((experiment, kind, d, n, seed))
+                        entry = done.get((experiment, kind, d, timed_n, seed))
                         if entry is None:
                             rows, seconds = timed(partial(function, config, seed=seed, **point))
                             entry = {
@@ -133,8 +233,8 @@ def main():
                                 "kind": kind,
                                 "seed": seed,
                                 "d": d,
-                                "n": n,
-                                "m": config.width_factor * n,
+                                "n": timed_n,
+                                "m": m,
                                 "seconds": round(seconds, 2),
                                 "rows": rows,
                             }
@@ -142,13 +242,13 @@ def main():
                                 stream.write(json.dumps(entry) + "\n")
                         timings.append(entry)
                         print(
-                            f"{experiment:20s} {kind:36s} n = {n:5d}, seed {seed:3d}: {entry['seconds']:8.1f} s",
+                            f"{experiment:20s} {kind:36s} n = {timed_n:5d}, seed {seed:3d}: {entry['seconds']:8.1f} s",
                             flush=True,
                         )
                         times.append(entry["seconds"])
-                    seconds = sum(times) / len(times)
-                    largest = (n, seconds)
-                    measured_points += points_per_point
+                    largest = (timed_n, sum(times) / len(times))
+                    seconds = largest[1] * (n / timed_n) ** 3  # n = timed_n unless no paper size was within n_max
+                    measured_points += points_per_point if n == timed_n else 0
                 else:
                     seconds = largest[1] * (n / largest[0]) ** 3
                 total += points_per_point * seconds
