@@ -79,4 +79,5 @@ def test_worked_examples_run_in_a_fresh_interpreter(chapter, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     for code, output in zip(cells, json.loads(done.stdout), strict=True):
         assert output.strip(), f"a worked example prints what it shows:\n{code}"
-        assert max(map(len, output.splitlines())) <= 88, f"its output fits the page's code box:\n{output}"
+        # the desktop page's output box holds 77 characters (tests/test_browser.py checks the page itself)
+        assert max(map(len, output.splitlines())) <= 76, f"its output fits the page's code box:\n{output}"

@@ -79,9 +79,10 @@ def cache_report() -> str:
     return f"{computed} configuration points computed, {cached} read from the cache"
 
 
-def run_report(config, seconds: float, width: int = 80) -> str:
-    """A chapter's run in a few lines of at most ``width`` characters: the scale, the time, :func:`cache_report`,
-    then the config, wrapped (the chapters show it in a collapsed cell; no path of the machine that ran it)."""
+def run_report(config, seconds: float, width: int = 72) -> str:
+    """A chapter's run in a few lines of at most ``width`` characters (a collapsed output box holds 75): the scale,
+    the time, :func:`cache_report`, then the config, wrapped (the chapters show it in a collapsed cell; no path
+    of the machine that ran it)."""
     from . import current_scale
 
     return f"scale {current_scale()!r}, ran in {seconds:.1f} s\n{cache_report()}\n{pprint.pformat(config, width=width)}"
