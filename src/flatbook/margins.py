@@ -122,8 +122,7 @@ def kkt_residual(net, X, y, outer: Potential | str, inner: Potential | str | Non
     def margins(v):
         return y * forward(v[:m], v[m:].reshape(net.theta.shape), X, net.activation)
 
-    scaled = margins(w)
-    active = torch.nonzero(scaled.detach() <= 1 + active_tol).flatten()
+    active = torch.nonzero(margins(w.detach()) <= 1 + active_tol).flatten()
     jacobian = torch.autograd.functional.jacobian(margins, w.detach())[active]  # (|A|, P)
     objective = outer.horizon(w[:m]) ** alpha + inner.horizon(w[m:]) ** alpha
     (gradient,) = torch.autograd.grad(objective, w)
