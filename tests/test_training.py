@@ -142,3 +142,22 @@ def test_the_round_off_floor_stops_a_run_without_an_error():
     assert solution.run.stopped == "round-off" and solution.residual < 1e-10, solution.run.history[-1]
     assert solution.run.history[-1]["loss"] <= ROUND_OFF * solution.run.history[0]["loss"]
     assert solution.run.history[-1]["step"] == solution.run.steps < 200_000  # the final state is logged
+
+
+def test_a_run_stuck_on_a_relu_kink_stops_there_without_blaming_the_gradient():
+    """Hyperbolic entropy (β = 1) on a width-6 ReLU network drives a sample onto a neuron's hyperplane, where the
+    gradient with σ'(0) = 0 increases the loss along every step (the loss is not differentiable there): the run
+    stops with ``stopped == "kink"`` instead of raising "the gradient is likely wrong" (it once did)."""
+    from flatbook.mirror import get_potential
+    from flatbook.training import KINK
+
+    data = teacher_student_classification(10, 100, 3, 5000, seed=0)
+    generator = torch.Generator().manual_seed(1)
+    a = 0.1 * torch.randn(6, generator=generator, dtype=torch.float64)
+    theta = 0.1 * torch.randn(6, 10, generator=generator, dtype=torch.float64)
+    run = mirror_descent(TwoLayerNet(a, theta, "relu"), data.X, data.y,
+                         outer=get_potential("hyperbolic_entropy", beta=1.0), max_steps=2_000)
+    assert run.stopped == "kink" and run.steps < 2_000, (run.stopped, run.steps)
+    assert run.history[-1]["loss"] > 1e-2  # not a minimum: the data are not even separated
+    pre = (data.X @ run.net.theta.T).abs() / (data.X.norm(dim=1)[:, None] * run.net.theta.norm(dim=1)[None, :])
+    assert float(pre.min()) <= KINK

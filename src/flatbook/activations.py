@@ -81,9 +81,13 @@ class LeakyReLU(HomogeneousActivation):
         self.name = name
 
     def __call__(self, z):
+        if self.negative_slope == 0:
+            return torch.relu(z)
         return torch.where(z > 0, z, self.negative_slope * z)
 
     def derivative(self, z):
+        if self.negative_slope == 0:
+            return (z > 0).to(z.dtype)
         return torch.where(z > 0, torch.ones_like(z), torch.full_like(z, self.negative_slope))
 
     def second_derivative(self, z):

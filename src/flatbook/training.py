@@ -25,11 +25,12 @@ import torch
 
 from .backend import check_binary_labels, check_data
 from .errors import FlatbookInputError, SolverError
-from .mirror import Potential, get_potential, mirror_step
+from .mirror import Potential, get_potential
 from .network import TwoLayerNet
 
 __all__ = [
     "ROUND_OFF",
+    "KINK",
     "OutputLoss",
     "SquareLoss",
     "LogisticLoss",
@@ -154,13 +155,28 @@ class TrainingRun:
     history: list[dict] = field(default_factory=list)
     steps: int = 0
     time: float = 0.0       #: flow time Σ_k η_k
-    stopped: str = ""       #: "target_loss", "max_steps", "max_time", "stop_when" or "round-off"
+    stopped: str = ""       #: "target_loss", "max_steps", "max_time", "stop_when", "round-off" or "kink"
 
 
 #: an adaptive run that cannot decrease a loss this many times below its first one has reached the
 #: round-off floor (the mirror maps' round trip ∇Q(∇R(w)) moves w by more than any step left to take),
 #: and stops there ("round-off") instead of reporting a wrong gradient
 ROUND_OFF = 1e-20
+#: a sample whose pre-activation is at most this fraction of ‖θ_j‖‖x_i‖ sits on neuron j's kink
+KINK = 1e-12
+
+
+def _on_a_kink(theta: torch.Tensor, X: torch.Tensor, activation) -> bool:
+    """True when some sample sits, to round-off, on the hyperplane θ_j·x = 0 of a degree-1 activation.
+
+    There σ' jumps and the gradient autograd takes (σ'(0) = 0 for the ReLU) need not be a descent
+    direction: an adaptive line search then shrinks the step to nothing at a point that is neither a
+    minimum nor a wrong gradient.
+    """
+    if activation.degree != 1:
+        return False
+    scale = torch.linalg.vector_norm(X, dim=1)[:, None] * torch.linalg.vector_norm(theta, dim=1)[None, :]
+    return bool(((X @ theta.T).abs() <= KINK * scale)[scale > 0].any())
 
 
 def log_steps(max_steps: int, n_logs: int) -> set[int]:
@@ -181,7 +197,9 @@ def mirror_descent(net: TwoLayerNet, X, y, *, loss="logistic", outer: Potential 
     ``inner`` defaults to ``outer``; ``train_inner=False`` keeps θ fixed (a linear
     model in a).  Stops at ``target_loss``, after ``max_steps`` or at flow time
     ``max_time``, when ``stop_when(net)`` is true at a logged step, or when an adaptive step can no
-    longer decrease a loss already :data:`ROUND_OFF` times below the first (``stopped == "round-off"``).
+    longer decrease a loss already :data:`ROUND_OFF` times below the first (``stopped == "round-off"``)
+    or at a point where a sample sits on a ReLU kink and the gradient is no descent direction
+    (``stopped == "kink"``; a Clarke-stationary point of the non-smooth loss, or near one).
     ``history`` has, at the steps of :func:`log_steps`, the step, flow time,
     loss, step size and whatever ``record(net)`` returns.
 
@@ -238,15 +256,20 @@ def mirror_descent(net: TwoLayerNet, X, y, *, loss="logistic", outer: Potential 
         perturbed = run.steps < perturbed_steps
         grad_a, grad_theta = _step_gradient(state, X, y, activation, loss, sam_radius if perturbed else 0.0,
                                             label_noise if perturbed else 0.0, noise)
+        dual_a = outer.mirror_map(state.a)  # ∇R(w), once per step: each trial is ∇Q(∇R(w) − η∇L) (mirror.mirror_step)
+        dual_theta = inner.mirror_map(state.theta) if train_inner else None
         for _ in range(200):
-            theta = mirror_step(inner, state.theta, grad_theta, eta) if train_inner else state.theta
-            trial = _state(mirror_step(outer, state.a, grad_a, eta), theta, X, y, activation, loss)
+            theta = inner.inverse_mirror_map(dual_theta - eta * grad_theta) if train_inner else state.theta
+            trial = _state(outer.inverse_mirror_map(dual_a - eta * grad_a), theta, X, y, activation, loss)
             if not adaptive or trial.loss <= state.loss:
                 break
             eta /= 2
         else:
             if state.loss <= ROUND_OFF * run.history[0]["loss"]:  # at the floor of the mirror maps' round trip
                 run.stopped = "round-off"
+                break
+            if _on_a_kink(state.theta, X, activation):
+                run.stopped = "kink"
                 break
             raise SolverError(f"mirror descent could not decrease the loss {state.loss:.3e} at step {run.steps} "
                               "even with a step 2^-200 times the last one; the gradient is likely wrong.")
