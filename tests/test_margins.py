@@ -11,11 +11,12 @@ from flatbook.errors import FlatbookInputError
 from flatbook.margins import (
     kkt_residual,
     network_degree,
+    neuron_cost_margin,
     normalised_margin,
     q_margin,
     smallest_margin,
 )
-from flatbook.mirror import get_potential
+from flatbook.mirror import get_potential, neuron_cost_exponent
 from flatbook.network import forward
 
 
@@ -47,7 +48,6 @@ def test_q_margin_of_the_euclidean_potential_is_the_l2_margin():
 
 
 def test_q_margin_of_hyperbolic_entropy_tends_to_the_l1_margin():
-    from flatbook.mirror import get_potential
 
     net, X, y = classified()
     potential = get_potential("hyperbolic_entropy", beta=1e-3)
@@ -116,6 +116,58 @@ def test_kkt_residual_vanishes_at_a_kkt_point_and_not_away_from_it(name, params)
     assert abs(grown.relative - at.relative) < 1e-6  # a property of the direction only
     moved = kkt_residual(TwoLayerNet(1.1 * net.a, net.theta + 0.05, "quadratic"), X, y, potential)
     assert moved.relative > 0.1, moved
+
+
+def test_zero_mass_counts_the_light_coordinates_of_an_l1_point_as_zero():
+    """Lift the exact zeros of an ℓ₁ KKT point to 1e-5 of the largest weight: with only ``zero_tol`` those
+    coordinates need |Σ μ_i ∇ y_i h| = 1 and the residual jumps; counting the coordinates that carry 1 % of ‖w‖₁
+    as zero restores a residual of the order of the lift."""
+    potential = get_potential("hyperbolic_entropy", beta=0.1)
+    net, X, y = max_margin_point(potential)
+    w = torch.cat([net.a, net.theta.reshape(-1)])
+    zeros = w.abs() <= 1e-6 * w.abs().max()
+    assert 0 < int(zeros.sum()) < w.numel()
+    lifted = torch.where(zeros, 1e-5 * w.abs().max(), w)
+    lifted_net = TwoLayerNet(lifted[:3], lifted[3:].reshape(3, 2), "quadratic")
+    assert kkt_residual(lifted_net, X, y, potential).relative > 0.1
+    assert kkt_residual(lifted_net, X, y, potential, zero_mass=0.01).relative < 1e-3
+    assert kkt_residual(net, X, y, potential, zero_mass=0.01).relative < 1e-5  # exact zeros: no change
+    with pytest.raises(FlatbookInputError, match="zero_mass"):
+        kkt_residual(net, X, y, potential, zero_mass=1.0)
+
+
+def test_neuron_cost_exponent_of_one_and_of_two_potentials():
+    """q = α/(1 + c) for one potential on both layers; α_a α_θ/(α_θ + c α_a) for two (symmetric when c = 1)."""
+    entropy, p3 = get_potential("hyperbolic_entropy", beta=0.1), get_potential("p_norm", p=3.0)
+    assert neuron_cost_exponent("euclidean") == 1.0
+    assert neuron_cost_exponent(entropy) == 0.5 and neuron_cost_exponent(p3) == 1.5
+    assert neuron_cost_exponent("euclidean", degree=2.0) == pytest.approx(2 / 3)
+    mixed = neuron_cost_exponent(entropy, "euclidean")
+    assert mixed == neuron_cost_exponent("euclidean", entropy) == pytest.approx(2 / 3)
+    assert neuron_cost_exponent(entropy, "euclidean", degree=2.0) == pytest.approx(0.5)
+    with pytest.raises(FlatbookInputError, match="degree"):
+        neuron_cost_exponent("euclidean", degree=0.0)
+
+
+@pytest.mark.parametrize("outer, inner", [("euclidean", None), ("hyperbolic_entropy", "euclidean"), ("p_norm", None)])
+def test_neuron_cost_margin_depends_on_the_function_only(outer, inner):
+    """Rescaling a neuron (a_j/s, s θ_j) or the whole network leaves it unchanged; for gradient descent on a
+    balanced network it is twice the ℓ2 normalised margin (‖w‖² = 2 Σ_j |a_j| ‖θ_j‖ at balance)."""
+    net, X, y = classified()
+    gen = torch.Generator().manual_seed(3)
+    s = torch.rand(net.width, generator=gen, dtype=torch.float64) + 0.5
+    rescaled = TwoLayerNet(net.a / s, net.theta * s[:, None], "relu")
+    grown = TwoLayerNet(3 * net.a, 3 * net.theta, "relu")
+    base = neuron_cost_margin(net, X, y, outer, inner)
+    assert neuron_cost_margin(rescaled, X, y, outer, inner) == pytest.approx(base, rel=1e-12)
+    assert neuron_cost_margin(grown, X, y, outer, inner) == pytest.approx(base, rel=1e-12)
+    if outer == "euclidean":
+        norms = net.theta.norm(dim=1)
+        balanced = TwoLayerNet(net.a.sign() * (net.a.abs() * norms).sqrt(),
+                               net.theta / norms[:, None] * (net.a.abs() * norms).sqrt()[:, None], "relu")
+        assert base == pytest.approx(2 * normalised_margin(balanced, X, y, 2), rel=1e-12)
+    with pytest.raises(FlatbookInputError, match="network is zero"):
+        neuron_cost_margin(TwoLayerNet(0 * net.a, net.theta, "relu"), X, y, outer, inner)
 
 
 def test_kkt_residual_errors():

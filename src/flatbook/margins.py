@@ -18,7 +18,7 @@ import torch
 
 from .backend import check_binary_labels, check_data
 from .errors import FlatbookInputError
-from .mirror import Potential, get_potential
+from .mirror import Potential, get_potential, neuron_cost_exponent
 from .network import forward
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "smallest_margin",
     "normalised_margin",
     "q_margin",
+    "neuron_cost_margin",
     "KKTResidual",
     "kkt_residual",
 ]
@@ -84,6 +85,23 @@ def q_margin(net, X, y, outer: Potential | str, inner: Potential | str | None = 
     return smallest_margin(net, X, y) / (alpha * dual) ** (network_degree(net) / alpha)
 
 
+def neuron_cost_margin(net, X, y, outer: Potential | str, inner: Potential | str | None = None) -> float:
+    """min_i y_i h(x_i) / (Σ_j |ã_j|^q)^{1/q}, |ã_j| = |a_j| ‖θ_j‖_{α_θ}^c, q from :func:`neuron_cost_exponent`.
+
+    The margin in the geometry the potentials' max-margin problem charges per neuron (book eq.
+    ``eq-neuron-cost``), for layer-wise potentials of any horizon degrees: invariant under rescaling a
+    neuron and under scaling the whole network, so it compares the *functions* that runs reach.
+    """
+    outer = get_potential(outer)
+    inner = outer if inner is None else get_potential(inner)
+    q = neuron_cost_exponent(outer, inner, net.activation.degree)
+    norms = torch.linalg.vector_norm(net.theta, ord=inner.horizon_degree, dim=1)
+    cost = float(((net.a.abs() * norms**net.activation.degree) ** q).sum())
+    if cost == 0:
+        raise FlatbookInputError("every neuron has ã_j = 0: the network is zero and its margin undefined.")
+    return smallest_margin(net, X, y) / cost ** (1 / q)
+
+
 class KKTResidual(NamedTuple):
     """How far a direction is from a KKT point of the max-margin problem (result of :func:`kkt_residual`)."""
 
@@ -93,7 +111,7 @@ class KKTResidual(NamedTuple):
 
 
 def kkt_residual(net, X, y, outer: Potential | str, inner: Potential | str | None = None, *,
-                 active_tol: float = 1e-2, zero_tol: float = 1e-6) -> KKTResidual:
+                 active_tol: float = 1e-2, zero_tol: float = 1e-6, zero_mass: float = 0.0) -> KKTResidual:
     """Stationarity residual of the direction of ``net`` for min φ_α(w)^α s.t. y_i h(w, x_i) ≥ 1 (eq. ``eq-kkt``).
 
     The network is scaled (along its direction) so that its smallest margin is 1; the active set is
@@ -101,7 +119,9 @@ def kkt_residual(net, X, y, outer: Potential | str, inner: Potential | str | Non
     least squares to ∇φ^α(w) = Σ_{i active} μ_i ∇_w y_i h(w, x_i), φ^α = φ_α(a)^α + φ_α(θ)^α the
     horizon of the layer potentials.  For α = 1 (the ℓ₁ horizon) a coordinate with
     |w_k| ≤ ``zero_tol`` max|w| is taken to be zero, where the subgradient may be anything in
-    [−1, 1]: it adds max(0, |(Σ μ_i ∇ y_i h)_k| − 1) to the residual.  0 at a KKT point; the
+    [−1, 1]: it adds max(0, |(Σ μ_i ∇ y_i h)_k| − 1) to the residual; ``zero_mass`` > 0 also counts as
+    zero the smallest coordinates that together carry at most that fraction of ‖w‖₁ (a finite run
+    shrinks the coordinates the ℓ₁ limit sets to zero only slowly).  0 at a KKT point; the
     minimiser of φ needs it, so a clearly positive value says the direction is not (yet) one.
     """
     X, y = check_data(X, y, net.input_dim)
@@ -110,6 +130,8 @@ def kkt_residual(net, X, y, outer: Potential | str, inner: Potential | str | Non
     for name, value in (("active_tol", active_tol), ("zero_tol", zero_tol)):
         if not (math.isfinite(value) and value >= 0):
             raise FlatbookInputError(f"{name} must be a finite number >= 0, got {value!r}.")
+    if not 0 <= zero_mass < 1:
+        raise FlatbookInputError(f"zero_mass must lie in [0, 1) (a fraction of ‖w‖₁), got {zero_mass!r}.")
     margin = smallest_margin(net, X, y)
     if margin <= 0:
         raise FlatbookInputError(
@@ -128,6 +150,10 @@ def kkt_residual(net, X, y, outer: Potential | str, inner: Potential | str | Non
     (gradient,) = torch.autograd.grad(objective, w)
     size = w.detach().abs()
     zero = size <= zero_tol * size.max() if alpha == 1 else torch.zeros_like(size, dtype=torch.bool)
+    if alpha == 1 and zero_mass > 0:
+        order = torch.argsort(size)
+        light = order[torch.cumsum(size[order], 0) <= zero_mass * size.sum()]
+        zero[light] = True
     smooth = ~zero
     mu, _ = scipy.optimize.nnls(jacobian[:, smooth].T.cpu().numpy(), gradient[smooth].cpu().numpy())
     mu_t = torch.as_tensor(mu, dtype=w.dtype, device=w.device)

@@ -44,6 +44,7 @@ __all__ = [
     "get_potential",
     "horizon_limit",
     "balance",
+    "neuron_cost_exponent",
     "mirror_step",
 ]
 
@@ -351,6 +352,22 @@ def balance(net, outer: Potential | str, inner: Potential | str | None = None) -
     inner = outer if inner is None else get_potential(inner)
     c = net.activation.degree
     return c * outer.dual_potential_coordinates(net.a) - inner.dual_potential_coordinates(net.theta).sum(dim=1)
+
+
+def neuron_cost_exponent(outer: Potential | str, inner: Potential | str | None = None, degree: float = 1.0) -> float:
+    """q = α_a α_θ / (α_θ + c α_a): the degree in |ã_j| of a neuron's dual potential far out (eq. ``eq-neuron-cost``).
+
+    Far from the origin Q_a(∇R_a(a_j)) ∝ |a_j|^{α_a} and Q_θ(∇R_θ(θ_j)) ∝ ‖θ_j‖_{α_θ}^{α_θ}; the balance
+    equation (eq. ``eq-balance``) ties them, c Q_a ≈ Q_θ, so with |ã_j| = |a_j| ‖θ_j‖^c_{α_θ} the neuron
+    costs ∝ |ã_j|^q.  One potential on both layers: q = α / (1 + c) (1 for gradient descent on a ReLU
+    network, 1/2 for hyperbolic entropy, 3/2 for p = 3).  ``degree`` is the activation's c.
+    """
+    outer = get_potential(outer)
+    inner = outer if inner is None else get_potential(inner)
+    if not (math.isfinite(degree) and degree > 0):
+        raise FlatbookInputError(f"degree must be the activation's homogeneity c > 0, got {degree!r}.")
+    a, t = outer.horizon_degree, inner.horizon_degree
+    return a * t / (t + degree * a)
 
 
 def mirror_step(potential: Potential, w: torch.Tensor, gradient: torch.Tensor, step: float) -> torch.Tensor:
