@@ -1,4 +1,4 @@
-"""What the `paper` scale of chapters 3, 4, 5 and 7 costs on this machine: single points timed, the sweep projected.
+"""What the `paper` scale of chapters 3 to 7 costs on this machine: single points timed, the sweep projected.
 
     python bench/paper_scale_cost.py                          # n up to 1600, writes book/paper_scale/cost.json
     python bench/paper_scale_cost.py --n-max 400 --out /tmp/cost.json   # a quick look
@@ -23,6 +23,8 @@ Point kinds (every point of the sweep is one of these, at one of its sizes):
 - chapter 5: the alignment grid of each setting (its noise sweep is the sweep setting's kind again: the noise
   does not change a program's size), the width sweep's other ratios, the flattest interpolator of each
   reference setting;
+- chapter 6: each training run of the chapter (one n and one width per run: nothing is projected), the
+  balance runs at each step, the scale and width sweeps' runs, the horizon and digits runs;
 - chapter 7: each training method, each point of the initialisation and step sweeps, the two flattest
   interpolators of a seed, and each run of the mirror solver on the outer weights.
 
@@ -39,7 +41,13 @@ from functools import partial
 from pathlib import Path
 
 from flatbook.backend import default_device
-from flatbook.experiments import bad_interpolators, flattest_generalise, paper_experiments, training_flatness
+from flatbook.experiments import (
+    bad_interpolators,
+    flattest_generalise,
+    mirror_flow,
+    paper_experiments,
+    training_flatness,
+)
 from flatbook.experiments.runner import code_fingerprint
 
 from common import header, timed
@@ -123,6 +131,80 @@ def chapter5_kinds(config):
     return grid + widths + references
 
 
+def _unseeded(function, config, seed, **point):
+    """Chapter 6's balance and horizon runs start from the config's own seed: ``seed`` is unused."""
+    return sized(lambda resized, seed, **rest: function(resized, **rest), config, seed, **point)
+
+
+def chapter6_kinds(config):
+    """As :func:`chapter3_kinds`, for chapter 6: every run has the config's n (the digits their own data) and width."""
+    e = mirror_flow
+    point = partial(sized, e._point)
+    mixed_label, outer, outer_params, inner, inner_params = e.MIXED_POTENTIAL
+    potentials = [(label, {"name": name, "params": params}) for label, name, params in e.MAIN_POTENTIALS]
+    main = [
+        (f"main: {label}", point, [{"n": config.n, "m": config.m, "kind": "main", "label": label, **p}], config.seeds)
+        for label, p in potentials
+    ]
+    main.append(
+        (
+            f"main: {mixed_label}",
+            point,
+            [
+                {
+                    "n": config.n,
+                    "m": config.m,
+                    "kind": "main",
+                    "label": mixed_label,
+                    "name": outer,
+                    "params": outer_params,
+                    "inner": (inner, inner_params),
+                }
+            ],
+            config.seeds,
+        )
+    )
+    balance = [
+        (
+            f"balance: {label}, step {step:g}",
+            partial(_unseeded, e._point),
+            [{"n": config.n, "m": config.m, "kind": "balance", "label": label, "step": step, **p}],
+            1,
+        )
+        for label, p in potentials
+        for step in config.balance_steps
+    ]
+    sweeps = [
+        (
+            f"sweep: β = {beta}, m = {m}",
+            point,
+            [{"n": config.n, "m": m, "kind": "sweep", "beta": beta, "width": m}],
+            config.seeds,
+        )
+        for beta, m in [(b, config.m) for b in (None, *config.betas)]
+        + [(config.width_beta, w) for w in config.widths if w != config.m]
+    ]
+    horizon = [
+        (
+            f"horizon: {label}",
+            partial(_unseeded, e._point),
+            [{"n": config.n, "m": config.m, "kind": "horizon", "label": label, "name": name, "params": params}],
+            1,
+        )
+        for label, name, params in e.HORIZON_POTENTIALS
+    ]
+    digits = [
+        (
+            f"digits: {label}",
+            point,
+            [{"n": config.n, "m": config.digits_width, "kind": "digits", "label": label, **p}],
+            config.digits_seeds,
+        )
+        for label, p in potentials
+    ]
+    return main + balance + sweeps + horizon + digits
+
+
 def _solver_run(config, seed, n, activation, beta):
     """Chapter 7's mirror solver on n samples (it runs once, with the config's own seed: ``seed`` is unused)."""
     return training_flatness._solver(replace(config, solver_n=n), activation, beta)
@@ -167,8 +249,12 @@ EXPERIMENTS = {
     "bad_interpolators": (bad_interpolators, chapter3_kinds),
     "flattest_generalise": (flattest_generalise, chapter4_kinds),
     "paper_experiments": (paper_experiments, chapter5_kinds),
+    "mirror_flow": (mirror_flow, chapter6_kinds),
     "training_flatness": (training_flatness, chapter7_kinds),
 }
+#: experiments whose timed points' result rows are kept (the reproduce page shows them); chapter 6's rows are
+#: whole training trajectories, megabytes that no page reads
+KEEP_ROWS = {"bad_interpolators", "flattest_generalise", "paper_experiments", "training_flatness"}
 
 
 def width(config, point: dict, n: int) -> int:
@@ -236,7 +322,7 @@ def main():
                                 "n": timed_n,
                                 "m": m,
                                 "seconds": round(seconds, 2),
-                                "rows": rows,
+                                "rows": rows if experiment in KEEP_ROWS else None,
                             }
                             with journal.open("a") as stream:
                                 stream.write(json.dumps(entry) + "\n")

@@ -159,25 +159,43 @@ def test_theorem_check_rejects_the_minimum_l2_control():
 
 
 def test_mirror_flow_tables():
+    import math
+
     from flatbook.experiments import mirror_flow
 
     config = mirror_flow.CONFIGS["smoke"]
     tables = mirror_flow.run(config)
     labels = [label for label, _, _ in mirror_flow.MAIN_POTENTIALS]
-    assert {r["potential"] for r in tables["solutions"]} == set(labels)
+    mixed = mirror_flow.MIXED_POTENTIAL[0]
+    assert {r["potential"] for r in tables["solutions"]} == {*labels, mixed}
     for row in tables["solutions"]:
         assert row["train_accuracy"] == 1.0 and row["loss"] <= config.target_loss
         assert row["neuron_weights"] == sorted(row["neuron_weights"], reverse=True)
         assert 1 <= row["active"] <= config.m and "parameters" not in row
+        assert all(row[f"cost_margin {g}"] > 0 for g in mirror_flow.GEOMETRIES)
     for label in labels:  # the balance drift shrinks with the step (first order)
         rows = sorted((r for r in tables["balance"] if r["potential"] == label), key=lambda r: r["step"])
         assert rows[0]["drift"] < rows[-1]["drift"]
-    betas = [r["beta"] for r in tables["sparsification"]]
-    assert betas == [None, *config.betas]
+    # the KKT residual at every loss level of every main run (none for the mixed pair: two horizon degrees)
+    levels = {(p, level) for p in labels for level in config.kkt_losses}
+    assert {(r["potential"], r["level"]) for r in tables["kkt"]} == levels
+    assert all(0 <= r["residual"] <= 1 + 1e-9 and r["loss"] <= r["level"] for r in tables["kkt"])
+    assert tables["rates"] and {r["potential"] for r in tables["rates"]} <= {*labels, mixed}  # runs long enough
+    assert all(math.isfinite(r["dual_exponent"]) and r["dual_exponent"] > 0 for r in tables["rates"])
+    assert [(r["beta"], r["seed"]) for r in tables["sparsification"]] == [(b, 0) for b in (None, *config.betas)]
     gd = tables["sparsification"][0]
     assert gd["cosine_with_gd"] == pytest.approx(1.0) and gd["target_active"] >= 1
-    assert len(tables["cosines"]) == 3 * config.seeds + 3
+    widths = {(r["beta"], r["width"]) for r in tables["alignment"]}
+    assert widths == {*((b, config.m) for b in config.betas), *((config.width_beta, w) for w in config.widths)}
+    for row in tables["alignment"]:  # aligned at the start: time 0; never: inf; else within the run
+        assert (
+            row["time"] == 0
+            if row["aligned_at_start"]
+            else 0 < row["time"] <= row["final_time"] or math.isinf(row["time"])
+        )
+    assert len(tables["cosines"]) == 6 * config.seeds + 3
     assert {r["pruned"] for r in tables["digits"]} == {"neurons", "weights"}
+    assert {r["seed"] for r in tables["digits"]} == set(range(config.digits_seeds))
     assert_draws_its_figures(mirror_flow, tables)
 
 

@@ -4,18 +4,29 @@ Every run starts from the same small random initialisation and trains on ±1
 labels with the logistic loss by :func:`flatbook.training.mirror_descent`.
 Tables:
 
-- ``trajectories``: per potential and seed, the loss, the ℓ1, ℓ2, ℓ3 and Q
-  normalised margins and the active neurons along training;
-- ``solutions``: per potential and seed, the final margins, active neurons,
+- ``trajectories``: per potential (the three main ones and the layer-wise
+  ``MIXED_POTENTIAL``) and seed, the loss, the ℓ1, ℓ2, ℓ3 and Q normalised
+  margins, the dual potential Q(∇R(w)) and the active neurons along training;
+- ``kkt``: per main potential and seed, the KKT residual (book eq. ``eq-kkt``) of
+  the direction reached when the loss first drops below each of ``kkt_losses``;
+- ``rates``: per potential and seed, the exponents of Q(∇R(w)) and of t·L against
+  g = log(1/L), fitted late in training (book eq. ``eq-rates``);
+- ``solutions``: per potential and seed, the final margins (also in each
+  potential's per-neuron geometry, book eq. ``eq-neuron-cost``), active neurons,
   test accuracy and the sorted per-neuron weights |a_j| ‖θ_j‖;
 - ``cosines``: cosine between the final parameter directions of two potentials;
 - ``balance``: the largest drift of the balance quantity B_j (book eq.
   ``eq-balance``) along fixed-step training up to a fixed flow time, per step size;
-- ``slow``: hyperbolic entropy with scale β swept: active neurons along
-  training, final direction's cosine with gradient descent's;
+- ``slow``: hyperbolic entropy with scale β swept (and, at ``width_beta``, the
+  width swept), per seed: active neurons and the ratio Q(∇R(w)) / ‖w‖₁ along
+  training;
+- ``alignment``: per (β, width, seed), the flow time at which Q(∇R(w)) / ‖w‖₁ first
+  reaches ``align_level`` (book eq. ``eq-alignment``; inf when never);
+- ``sparsification``: per (β, seed), the time to the sparse level and the final
+  direction's cosine with gradient descent's;
 - ``horizon``: potentials with the horizon of |w|³/3: final ℓ3 margin and cosines;
-- ``digits``: handwritten digits (even vs odd): test accuracy against the fraction
-  of neurons or weights pruned by magnitude.
+- ``digits``: handwritten digits (even vs odd), per potential and seed: test
+  accuracy against the fraction of neurons or weights pruned by magnitude.
 """
 
 from __future__ import annotations
@@ -29,19 +40,29 @@ import torch
 from ..backend import default_device
 from ..data import digits_parity, teacher_student_classification
 from ..errors import FlatbookInputError
-from ..margins import normalised_margin, parameters, q_margin
+from ..margins import kkt_residual, neuron_cost_margin, normalised_margin, parameters, q_margin, smallest_margin
 from ..mirror import balance, get_potential
 from ..network import TwoLayerNet
-from ..tables import column, group, index, where
-from ..training import mirror_descent
+from ..tables import column, group, index, one, where
+from ..training import get_loss, mirror_descent
 from .runner import map_points
 
-__all__ = ["CHAPTER", "VERSION", "MAIN_POTENTIALS", "Config", "CONFIGS", "prune", "run"]
+__all__ = [
+    "CHAPTER",
+    "VERSION",
+    "MAIN_POTENTIALS",
+    "MIXED_POTENTIAL",
+    "run_potentials",
+    "Config",
+    "CONFIGS",
+    "prune",
+    "run",
+]
 
 #: the chapter that shows this experiment's figures
 CHAPTER = "book/06-mirror-flow.md"
 #: bump when the results change meaning without a change in the package's computing code
-VERSION = 1
+VERSION = 2
 
 #: (label, potential name, parameters) of the main comparison
 MAIN_POTENTIALS = (
@@ -49,6 +70,10 @@ MAIN_POTENTIALS = (
     ("hyperbolic entropy", "hyperbolic_entropy", {"beta": 0.01}),
     ("p = 3", "p_norm", {"p": 3.0}),
 )
+#: (label, outer potential and parameters, inner potential and parameters): a different potential on each layer
+MIXED_POTENTIAL = ("entropy on a, Euclidean on θ", "hyperbolic_entropy", {"beta": 0.01}, "euclidean", {})
+#: the labels of the runs whose per-neuron geometry (eq. ``eq-neuron-cost``) every final network is measured in
+GEOMETRIES = (*(label for label, _, _ in MAIN_POTENTIALS), MIXED_POTENTIAL[0])
 #: three potentials with the horizon (p-1)^{1/p} ‖w‖_3, two of them non-homogeneous
 HORIZON_POTENTIALS = (
     ("|w|³/3", "p_norm", {"p": 3.0}),
@@ -69,11 +94,19 @@ class Config:
     max_steps: int = 20_000
     n_logs: int = 60
     active_mass: float = 0.99
+    kkt_losses: tuple = (1e-3, 1e-10, 1e-30, 1e-100)
+    kkt_zero_mass: float = 0.01
+    rate_from: float = 20.0
+    rate_split: float = 80.0
     betas: tuple = (1e-2, 3e-2, 1e-1, 0.3, 1.0, 3.0, 10.0)
+    widths: tuple = (25, 50, 100, 200)
+    width_beta: float = 0.3
+    align_level: float = 0.5
     sweep_target_loss: float = 1e-250
     sparse_factor: float = 1.5
     balance_steps: tuple = (0.4, 0.2, 0.1, 0.05)
     balance_time: float = 100.0
+    digits_seeds: int = 8
     digits_train: int = 1_000
     digits_width: int = 100
     digits_target_loss: float = 1e-6
@@ -92,10 +125,15 @@ CONFIGS = {
         target_loss=1e-8,
         max_steps=600,
         n_logs=15,
+        kkt_losses=(1e-3, 1e-8),
+        rate_from=5.0,
+        rate_split=10.0,
         betas=(1e-2, 1.0),
+        widths=(6, 12),
         sweep_target_loss=1e-10,
         balance_steps=(0.2, 0.1),
         balance_time=5.0,
+        digits_seeds=1,
         digits_train=200,
         digits_width=20,
         digits_target_loss=1e-3,
@@ -111,6 +149,7 @@ CONFIGS = {
         seeds=5,
         max_steps=100_000,
         betas=(1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 0.3, 1.0, 3.0, 10.0, 30.0),
+        widths=(50, 100, 200, 400, 800),
         balance_steps=(0.4, 0.2, 0.1, 0.05, 0.025),
         digits_width=400,
         n_test=20_000,
@@ -139,30 +178,64 @@ def _neuron_weights(net: TwoLayerNet) -> torch.Tensor:
     return net.effective_outer_weights().abs()
 
 
-def _main_point(config: Config, label: str, name: str, params: dict, seed: int) -> dict:
+def _main_point(config: Config, label: str, name: str, params: dict, seed: int, inner: tuple | None = None) -> dict:
+    """One potential (``inner``: (name, params) of a different potential on θ) from seed ``seed``'s start."""
     data = _teacher_data(config, config.seed + 100 * seed)
     potential = get_potential(name, **params)
+    inner_potential = potential if inner is None else get_potential(inner[0], **inner[1])
+    levels = list(config.kkt_losses) if inner is None else []  # the KKT residual needs one horizon degree
 
     def record(net):
-        return {
+        row = {
             "l1_margin": normalised_margin(net, data.X, data.y, 1),
             "l2_margin": normalised_margin(net, data.X, data.y, 2),
             "l3_margin": normalised_margin(net, data.X, data.y, 3),
-            "q_margin": q_margin(net, data.X, data.y, potential),
+            "dual": float(potential.dual_potential(net.a) + inner_potential.dual_potential(net.theta)),
             "active": net.active_neurons(config.active_mass),
         }
+        if inner is None:
+            row["q_margin"] = q_margin(net, data.X, data.y, potential)
+        loss = float(get_loss("logistic").value(net(data.X), data.y))  # what mirror_descent logs
+        if levels and loss <= levels[0] and smallest_margin(net, data.X, data.y) > 0:
+            level = levels.pop(0)
+            while levels and loss <= levels[0]:  # one logged step can cross several levels
+                level = levels.pop(0)
+            row["kkt_level"] = level
+            row["kkt"] = kkt_residual(net, data.X, data.y, potential).relative
+            if potential.horizon_degree == 1:
+                row["kkt_light_zero"] = kkt_residual(
+                    net, data.X, data.y, potential, zero_mass=config.kkt_zero_mass
+                ).relative
+        return row
 
     run = mirror_descent(
         _initial_network(config, config.d, config.m, config.seed + 100 * seed + 1),
         data.X,
         data.y,
         outer=potential,
+        inner=inner_potential,
         target_loss=config.target_loss,
         max_steps=config.max_steps,
         n_logs=config.n_logs,
         record=record,
     )
-    trajectory = [{"potential": label, "seed": seed, **row} for row in run.history]
+    trajectory = [
+        {"potential": label, "seed": seed, **{k: v for k, v in row.items() if not k.startswith("kkt")}}
+        for row in run.history
+    ]
+    kkt = [
+        {
+            "potential": label,
+            "seed": seed,
+            "level": row["kkt_level"],
+            "loss": row["loss"],
+            "step": row["step"],
+            "residual": row["kkt"],
+            "residual_light_zero": row.get("kkt_light_zero"),
+        }
+        for row in run.history
+        if "kkt" in row
+    ]
     final = trajectory[-1]
     solution = {
         "potential": label,
@@ -171,13 +244,52 @@ def _main_point(config: Config, label: str, name: str, params: dict, seed: int) 
         "stopped": run.stopped,
         "loss": final["loss"],
         "time": final["time"],
-        **{key: final[key] for key in ("l1_margin", "l2_margin", "l3_margin", "q_margin", "active")},
+        **{key: final.get(key) for key in ("l1_margin", "l2_margin", "l3_margin", "q_margin", "active")},
+        **{
+            f"cost_margin {other}": neuron_cost_margin(run.net, data.X, data.y, *run_potentials(other))
+            for other in GEOMETRIES
+        },
         "train_accuracy": _accuracy(run.net, data.X, data.y),
         "test_accuracy": _accuracy(run.net, data.X_test, data.y_test),
         "neuron_weights": sorted(_neuron_weights(run.net).tolist(), reverse=True),
         "parameters": parameters(run.net).tolist(),
     }
-    return {"trajectories": trajectory, "solutions": [solution]}
+    return {"trajectories": trajectory, "kkt": kkt, "rates": _rates(config, trajectory), "solutions": [solution]}
+
+
+def run_potentials(label: str) -> tuple:
+    """(outer, inner) potentials of a run's label."""
+    for main_label, name, params in MAIN_POTENTIALS:
+        if main_label == label:
+            return get_potential(name, **params), None
+    mixed_label, outer, outer_params, inner, inner_params = MIXED_POTENTIAL
+    if label != mixed_label:
+        raise FlatbookInputError(f"no potential is labelled {label!r}.")
+    return get_potential(outer, **outer_params), get_potential(inner, **inner_params)
+
+
+def _rates(config: Config, trajectory: list[dict]) -> list[dict]:
+    """Exponents of Q(∇R(w)) and t·L against g = log(1/L) (eq. ``eq-rates``), over g ≥ ``rate_from`` and on the
+    two windows either side of ``rate_split`` (local exponents, to see whether the fit bends)."""
+    late = [r for r in trajectory if -math.log(r["loss"]) >= config.rate_from]
+    if len(late) < 4:
+        return []
+    row = {"potential": trajectory[0]["potential"], "seed": trajectory[0]["seed"]}
+    windows = {
+        "": late,
+        " early": [r for r in late if -math.log(r["loss"]) < config.rate_split],
+        " late": [r for r in late if -math.log(r["loss"]) >= config.rate_split],
+    }
+    for suffix, rows in windows.items():
+        g = np.array([-math.log(r["loss"]) for r in rows])
+        enough = len(rows) >= 2 and np.ptp(g) > 0
+        row["dual_exponent" + suffix] = (
+            float(np.polyfit(np.log(g), np.log(column(rows, "dual")), 1)[0]) if enough else math.nan
+        )
+        row["loss_exponent" + suffix] = (
+            float(np.polyfit(np.log(g), np.log(column(rows, "time")) - g, 1)[0]) if enough else math.nan
+        )
+    return [row]
 
 
 def _balance_point(config: Config, label: str, name: str, params: dict, step: float) -> dict:
@@ -216,29 +328,39 @@ def _balance_point(config: Config, label: str, name: str, params: dict, step: fl
     }
 
 
-def _sweep_point(config: Config, beta: float | None) -> dict:
-    """Hyperbolic entropy with scale ``beta`` (None: gradient descent) to ``sweep_target_loss``."""
-    data = _teacher_data(config, config.seed)
+def _sweep_point(config: Config, beta: float | None, width: int, seed: int) -> dict:
+    """Hyperbolic entropy with scale ``beta`` (None: gradient descent) and ``width`` neurons to ``sweep_target_loss``,
+    recording the active neurons and Q(∇R(w)) / ‖w‖₁ (eq. ``eq-alignment``; 1 in the ℓ₁ horizon's regime)."""
+    data = _teacher_data(config, config.seed + 100 * seed)
     potential = get_potential("euclidean") if beta is None else get_potential("hyperbolic_entropy", beta=beta)
+
+    def record(net):
+        w = parameters(net)
+        ratio = float(potential.dual_potential(w) / w.abs().sum())
+        return {"active": net.active_neurons(config.active_mass), "ratio": ratio}
+
     run = mirror_descent(
-        _initial_network(config, config.d, config.m, config.seed + 1),
+        _initial_network(config, config.d, width, config.seed + 100 * seed + 1),
         data.X,
         data.y,
         outer=potential,
         target_loss=config.sweep_target_loss,
         max_steps=config.max_steps,
         n_logs=4 * config.n_logs,
-        record=lambda net: {"active": net.active_neurons(config.active_mass)},
+        record=record,
     )
     return {
         "slow": [
             {
                 "beta": beta,
+                "width": width,
+                "seed": seed,
                 "steps": run.steps,
                 "stopped": run.stopped,
                 "time": row["time"],
                 "loss": row["loss"],
                 "active": row["active"],
+                "ratio": row["ratio"],
                 "final": i == len(run.history) - 1,
                 "parameters": parameters(run.net).tolist() if i == len(run.history) - 1 else None,
             }
@@ -292,10 +414,10 @@ def prune(net: TwoLayerNet, fraction: float, what: str) -> TwoLayerNet:
     return TwoLayerNet(*layers, net.activation)
 
 
-def _digits_point(config: Config, label: str, name: str, params: dict) -> dict:
-    data = digits_parity(config.digits_train, seed=config.seed)
+def _digits_point(config: Config, label: str, name: str, params: dict, seed: int) -> dict:
+    data = digits_parity(config.digits_train, seed=config.seed + 100 * seed)
     run = mirror_descent(
-        _initial_network(config, data.X.shape[1], config.digits_width, config.seed + 1),
+        _initial_network(config, data.X.shape[1], config.digits_width, config.seed + 100 * seed + 1),
         data.X,
         data.y,
         outer=get_potential(name, **params),
@@ -305,6 +427,7 @@ def _digits_point(config: Config, label: str, name: str, params: dict) -> dict:
     rows = [
         {
             "potential": label,
+            "seed": seed,
             "pruned": what,
             "fraction": fraction,
             "test_accuracy": _accuracy(prune(run.net, fraction, what), data.X_test, data.y_test),
@@ -335,28 +458,52 @@ def _point(config: Config, kind: str, **point) -> dict:
 
 def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
     """All runs of chapter 6 (see the module docstring for the tables)."""
+    mixed_label, outer, outer_params, inner, inner_params = MIXED_POTENTIAL
+    seeds = range(config.seeds)
+    sweeps = {(beta, config.m, s) for beta in (None, *config.betas) for s in seeds}
+    sweeps |= {(config.width_beta, width, s) for width in config.widths for s in seeds}
     points = (
         [
             {"kind": "main", "label": lab, "name": nam, "params": par, "seed": s}
-            for s in range(config.seeds)
+            for s in seeds
             for lab, nam, par in MAIN_POTENTIALS
+        ]
+        + [
+            {
+                "kind": "main",
+                "label": mixed_label,
+                "name": outer,
+                "params": outer_params,
+                "seed": s,
+                "inner": (inner, inner_params),
+            }
+            for s in seeds
         ]
         + [
             {"kind": "balance", "label": lab, "name": nam, "params": par, "step": step}
             for lab, nam, par in MAIN_POTENTIALS
             for step in config.balance_steps
         ]
-        + [{"kind": "sweep", "beta": beta} for beta in (None, *config.betas)]
+        + [
+            {"kind": "sweep", "beta": beta, "width": width, "seed": s}
+            for beta, width, s in sorted(sweeps, key=lambda p: (p[0] is not None, p[0] or 0.0, p[1], p[2]))
+        ]
         + [{"kind": "horizon", "label": lab, "name": nam, "params": par} for lab, nam, par in HORIZON_POTENTIALS]
-        + [{"kind": "digits", "label": lab, "name": nam, "params": par} for lab, nam, par in MAIN_POTENTIALS]
+        + [
+            {"kind": "digits", "label": lab, "name": nam, "params": par, "seed": s}
+            for s in range(config.digits_seeds)
+            for lab, nam, par in MAIN_POTENTIALS
+        ]
     )
     results = map_points(_point, config, points, experiment="mirror_flow", version=VERSION, jobs=jobs, backend=backend)
     tables = {
         key: [row for result in results for row in result.get(key, [])]
-        for key in ("trajectories", "solutions", "balance", "slow", "horizon", "digits")
+        for key in ("trajectories", "kkt", "rates", "solutions", "balance", "slow", "horizon", "digits")
     }
     tables["cosines"] = _cosines(tables["solutions"], tables["horizon"])
-    tables["sparsification"] = _sparsification(tables["slow"], config.sparse_factor)
+    beta_sweep = where(tables["slow"], lambda r: r["beta"] in (None, *config.betas), width=config.m)
+    tables["sparsification"] = _sparsification(beta_sweep, config.sparse_factor)
+    tables["alignment"] = _alignment(tables["slow"], config.align_level)
     for key in ("solutions", "slow", "horizon"):
         for row in tables[key]:
             row.pop("parameters", None)
@@ -383,22 +530,49 @@ def _cosines(solutions: list[dict], horizon: list[dict]) -> list[dict]:
 
 
 def _sparsification(slow: list[dict], sparse_factor: float) -> list[dict]:
-    """Per β: the first logged flow time with at most ``sparse_factor`` × (sparsest final count) active neurons."""
-    finals = index(where(slow, final=True), "beta")
-    target = math.floor(sparse_factor * min(r["active"] for b, r in finals.items() if b is not None))
-    gd = finals[None]
+    """Per seed and β: the first logged flow time with at most ``sparse_factor`` × (that seed's sparsest final count)
+    active neurons, and the final direction's cosine with gradient descent's from the same start."""
     rows = []
-    for beta, final in finals.items():
-        reached = column(where(slow, lambda r: r["active"] <= target, beta=beta), "time")
+    for seed, runs in group(slow, "seed", sort=True).items():
+        finals = index(where(runs, final=True), "beta")
+        target = math.floor(sparse_factor * min(r["active"] for b, r in finals.items() if b is not None))
+        gd = finals[None]
+        for beta, final in finals.items():
+            reached = [r["time"] for r in where(runs, beta=beta) if r["active"] <= target]
+            rows.append(
+                {
+                    "beta": beta,
+                    "seed": seed,
+                    "target_active": target,
+                    "time_to_sparse": min(reached) if reached else math.inf,
+                    "final_time": final["time"],
+                    "final_active": final["active"],
+                    "final_loss": final["loss"],
+                    "stopped": final["stopped"],
+                    "cosine_with_gd": _cosine(final["parameters"], gd["parameters"]),
+                }
+            )
+    return rows
+
+
+def _alignment(slow: list[dict], level: float) -> list[dict]:
+    """Per hyperbolic-entropy run (β, width, seed): the first logged flow time with Q(∇R(w)) / ‖w‖₁ ≥ ``level``
+    (eq. ``eq-alignment``); ``aligned_at_start`` when the initialisation already is, inf when the run never is."""
+    rows = []
+    runs = group(where(slow, lambda r: r["beta"] is not None), "beta", "width", "seed")
+    for (beta, width, seed), run in runs.items():
+        reached = [r["time"] for r in run if r["ratio"] >= level]
+        final = one(run, final=True)
         rows.append(
             {
                 "beta": beta,
-                "target_active": target,
-                "time_to_sparse": min(reached) if reached else math.inf,
+                "width": width,
+                "seed": seed,
+                "aligned_at_start": run[0]["ratio"] >= level,
+                "time": min(reached) if reached else math.inf,
                 "final_time": final["time"],
-                "final_active": final["active"],
-                "final_loss": final["loss"],
-                "cosine_with_gd": _cosine(final["parameters"], gd["parameters"]),
+                "final_ratio": final["ratio"],
+                "stopped": final["stopped"],
             }
         )
     return rows

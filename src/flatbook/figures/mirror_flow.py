@@ -8,11 +8,12 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..experiments import mirror_flow
-from ..tables import column, distinct, where
+from ..stats import mean_interval
+from ..tables import column, distinct, group, where
 from .registry import figure
 from .style import PALETTE, book_style, finish_panels, new_figure, no_minor_labels
 
-__all__ = ["plot_balance", "plot_margins", "plot_neurons", "plot_slow", "plot_digits"]
+__all__ = ["plot_balance", "plot_margins", "plot_neurons", "plot_alignment", "plot_slow", "plot_digits"]
 
 #: the potentials of the main comparison, in their order
 LABELS = [label for label, _, _ in mirror_flow.MAIN_POTENTIALS]
@@ -24,6 +25,11 @@ COLOUR = {
     "((w²+β²)^{3/2} − β³)/3": PALETTE["orange"],
     "|w|³/3 + βw²/2": PALETTE["purple"],
 }
+
+
+def _mean_band(values) -> tuple[float, float, float]:
+    """Mean and 95 % interval over seeds; a single seed (the smoke scale) draws its value without a band."""
+    return mean_interval(values) if len(values) > 1 else (values[0], values[0], values[0])
 
 
 @figure("ch6-balance", mirror_flow, "Drift of the balance equation against the step size")
@@ -94,57 +100,73 @@ def plot_neurons(tables: dict) -> Figure:
     return fig
 
 
+@figure("ch6-alignment", mirror_flow, "Hyperbolic entropy: time to align with the l1 horizon against scale and width")
+def plot_alignment(tables: dict) -> Figure:
+    """log T (T: first time Q(∇R(w)) / ‖w‖₁ ≥ the level) against β and against the width, every seed, log-log, with
+    the slopes of the lemma's form (1/2) and of the heuristic log T ∝ m β² (2 in β, 1 in m) for reference."""
+    rows = where(tables["alignment"], lambda r: not r["aligned_at_start"] and math.isfinite(r["time"]))
+    widths = column(tables["alignment"], "width")
+    base_width = max(set(widths), key=widths.count)  # the β sweep's width; the width sweep has one β
+    width_beta = next(r["beta"] for r in tables["alignment"] if r["width"] != base_width)
+    fig, axes = new_figure(ncols=2, height=3.2)
+    colour = COLOUR["hyperbolic entropy"]
+    with book_style():
+        for ax, sel, x, heuristic, xlabel in (
+            (axes[0], where(rows, width=base_width), "beta", 2.0, r"scale $\beta$" + f" (width {base_width})"),
+            (axes[1], where(rows, beta=width_beta), "width", 1.0, f"width $m$ ($\\beta$ = {width_beta:g})"),
+        ):
+            xs, log_t = np.array(column(sel, x), dtype=float), np.log(column(sel, "time"))
+            ax.plot(xs, log_t, "o", ms=4, color=colour, label="every seed")
+            grid = np.array(sorted(set(xs)))
+            top = np.exp(np.mean(np.log(log_t[xs == grid[-1]])))
+            for slope, style, label in (
+                (0.5, ":", "slope 1/2 (the lemma's form)"),
+                (heuristic, "--", f"slope {heuristic:g}"),
+            ):
+                ax.plot(grid, top * (grid / grid[-1]) ** slope, style, color=PALETTE["black"], lw=1, label=label)
+            ax.set(xscale="log", yscale="log", xlabel=xlabel)
+            ax.legend(loc="upper left")
+        axes[0].set_ylabel(r"$\log T$")
+        no_minor_labels(*axes)
+    return fig
+
+
 @figure("ch6-slow", mirror_flow, "Hyperbolic entropy: time to the sparse solution against the scale")
 def plot_slow(tables: dict) -> Figure:
-    """Hyperbolic entropy: flow time to a sparse solution, final active neurons and cosine with GD, against β."""
+    """Hyperbolic entropy, every seed: time to a sparse solution, final cosine with GD and active neurons against β."""
     rows = sorted(where(tables["sparsification"], lambda r: r["beta"] is not None), key=lambda r: r["beta"])
+    betas = distinct(rows, "beta", sort=True)
     fig, axes = new_figure(ncols=2, height=3.2)
+    colour = COLOUR["hyperbolic entropy"]
     with book_style():
         ax = axes[0]
         reached = where(rows, lambda r: math.isfinite(r["time_to_sparse"]))
         censored = where(rows, lambda r: not math.isfinite(r["time_to_sparse"]))
-        ax.plot(
-            column(reached, "beta"),
-            column(reached, "time_to_sparse"),
-            "o-",
-            color=COLOUR["hyperbolic entropy"],
-            label="reached",
-        )
+        ax.plot(column(reached, "beta"), column(reached, "time_to_sparse"), "o", ms=4, color=colour, label="reached")
         ax.plot(
             column(censored, "beta"),
             column(censored, "final_time"),
             "^",
             mfc="none",
-            color=COLOUR["hyperbolic entropy"],
+            color=colour,
             label="not reached by the end (time shown)",
         )
-        ax.set(
-            xscale="log",
-            yscale="log",
-            xlabel=r"scale $\beta$",
-            title=f"time to $\\leq${rows[0]['target_active']} active neurons",
-        )
+        ax.set(xscale="log", yscale="log", xlabel=r"scale $\beta$", title="time to the sparse level (every seed)")
         ax.set_ylabel("flow time $t$")
         ax.legend(loc="upper left")
         ax = axes[1]
-        ax.plot(
-            column(rows, "beta"),
-            column(rows, "cosine_with_gd"),
-            "s-",
-            color=COLOUR["gradient descent"],
-            label="cosine with GD's direction",
-        )
-        ax.set(xscale="log", xlabel=r"scale $\beta$", ylim=(0, 1.05), title="final direction")
-        twin = ax.twinx()
-        twin.plot(
-            column(rows, "beta"),
-            column(rows, "final_active"),
-            "o--",
-            color=COLOUR["hyperbolic entropy"],
-            label="active neurons (right axis)",
-        )
+        for key, marker, label, target in (
+            ("cosine_with_gd", "s-", "cosine with GD's direction", ax),
+            ("final_active", "o--", "active neurons (right axis)", ax.twinx()),
+        ):
+            mean, low, high = zip(*(_mean_band(column(where(rows, beta=b), key)) for b in betas), strict=True)
+            line_colour = COLOUR["gradient descent"] if key == "cosine_with_gd" else colour
+            target.plot(betas, mean, marker, color=line_colour, label=label)
+            target.fill_between(betas, low, high, color=line_colour, alpha=0.2, lw=0)
+        twin = fig.axes[-1]
         twin.set_ylim(0, 1.1 * max(column(tables["sparsification"], "final_active")))
         twin.grid(False)
+        ax.set(xscale="log", xlabel=r"scale $\beta$", ylim=(0, 1.05), title="final direction (mean, 95 % interval)")
         handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
         ax.legend(handles=handles, loc="lower right")
         no_minor_labels(*axes)
@@ -153,15 +175,18 @@ def plot_slow(tables: dict) -> Figure:
 
 @figure("ch6-digits", mirror_flow, "Handwritten digits: test accuracy against magnitude pruning")
 def plot_digits(tables: dict) -> Figure:
-    """Digits (even vs odd): test accuracy against the fraction of neurons / weights pruned by magnitude."""
+    """Digits (even vs odd): test accuracy against the fraction of neurons / weights pruned by magnitude, mean over
+    seeds with a 95 % interval."""
     fig, axes = new_figure(ncols=2, height=3.2)
     with book_style():
         for ax, what in zip(axes, ("neurons", "weights"), strict=True):
             for label in LABELS:
-                sel = where(tables["digits"], potential=label, pruned=what)
-                ax.plot(
-                    column(sel, "fraction"), column(sel, "test_accuracy"), "o-", ms=4, color=COLOUR[label], label=label
+                by_fraction = group(where(tables["digits"], potential=label, pruned=what), "fraction", sort=True)
+                mean, low, high = zip(
+                    *(_mean_band(column(r, "test_accuracy")) for r in by_fraction.values()), strict=True
                 )
+                ax.plot(list(by_fraction), mean, "o-", ms=4, color=COLOUR[label], label=label)
+                ax.fill_between(list(by_fraction), low, high, color=COLOUR[label], alpha=0.2, lw=0)
             ax.axhline(0.5, color=PALETTE["black"], lw=0.8, ls=":")
             ax.set(xlabel=f"fraction of {what} pruned", title=f"pruning {what}", ylim=(0.4, 1.0))
         finish_panels(fig, axes, "test accuracy", legend_ncol=3)
