@@ -132,7 +132,7 @@ def chapter5_kinds(config):
 
 
 def _unseeded(function, config, seed, **point):
-    """Chapter 6's balance and horizon runs start from the config's own seed: ``seed`` is unused."""
+    """Chapter 6's balance runs start from the config's own seed: ``seed`` is unused."""
     return sized(lambda resized, seed, **rest: function(resized, **rest), config, seed, **point)
 
 
@@ -140,13 +140,12 @@ def chapter6_kinds(config):
     """As :func:`chapter3_kinds`, for chapter 6: every run has the config's n (the digits their own data) and width."""
     e = mirror_flow
     point = partial(sized, e._point)
-    mixed_label, outer, outer_params, inner, inner_params = e.MIXED_POTENTIAL
     potentials = [(label, {"name": name, "params": params}) for label, name, params in e.MAIN_POTENTIALS]
     main = [
         (f"main: {label}", point, [{"n": config.n, "m": config.m, "kind": "main", "label": label, **p}], config.seeds)
         for label, p in potentials
     ]
-    main.append(
+    main += [
         (
             f"main: {mixed_label}",
             point,
@@ -163,7 +162,8 @@ def chapter6_kinds(config):
             ],
             config.seeds,
         )
-    )
+        for mixed_label, outer, outer_params, inner, inner_params in e.MIXED_POTENTIALS
+    ]
     balance = [
         (
             f"balance: {label}, step {step:g}",
@@ -184,14 +184,16 @@ def chapter6_kinds(config):
         for beta, m in [(b, config.m) for b in (None, *config.betas)]
         + [(config.width_beta, w) for w in config.widths if w != config.m]
     ]
-    horizon = [
+    homogeneous = [(name, params) for _, name, params in e.MAIN_POTENTIALS]
+    horizon = [  # the homogeneous potential's run is the main comparison's
         (
             f"horizon: {label}",
-            partial(_unseeded, e._point),
+            point,
             [{"n": config.n, "m": config.m, "kind": "horizon", "label": label, "name": name, "params": params}],
-            1,
+            config.seeds,
         )
         for label, name, params in e.HORIZON_POTENTIALS
+        if (name, params) not in homogeneous
     ]
     digits = [
         (

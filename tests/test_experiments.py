@@ -166,8 +166,8 @@ def test_mirror_flow_tables():
     config = mirror_flow.CONFIGS["smoke"]
     tables = mirror_flow.run(config)
     labels = [label for label, _, _ in mirror_flow.MAIN_POTENTIALS]
-    mixed = mirror_flow.MIXED_POTENTIAL[0]
-    assert {r["potential"] for r in tables["solutions"]} == {*labels, mixed}
+    mixed = {pair[0] for pair in mirror_flow.MIXED_POTENTIALS}
+    assert {r["potential"] for r in tables["solutions"]} == {*labels, *mixed}
     for row in tables["solutions"]:
         assert row["train_accuracy"] == 1.0 and row["loss"] <= config.target_loss
         assert row["neuron_weights"] == sorted(row["neuron_weights"], reverse=True)
@@ -179,8 +179,11 @@ def test_mirror_flow_tables():
     # the KKT residual at every loss level of every main run (none for the mixed pair: two horizon degrees)
     levels = {(p, level) for p in labels for level in config.kkt_losses}
     assert {(r["potential"], r["level"]) for r in tables["kkt"]} == levels
-    assert all(0 <= r["residual"] <= 1 + 1e-9 and r["loss"] <= r["level"] for r in tables["kkt"])
-    assert tables["rates"] and {r["potential"] for r in tables["rates"]} <= {*labels, mixed}  # runs long enough
+    for row in tables["kkt"]:  # relative residuals of the own problem and, in one window, of every main problem
+        residuals = [row["relative"], *(row[f"window {label}"] for label in labels)]
+        assert all(0 <= r <= 1 + 1e-9 for r in residuals) and row["loss"] <= row["level"], row
+        assert row["window_slack"] == pytest.approx(math.log(config.kkt_weight_ratio) / row["g"])
+    assert tables["rates"] and {r["potential"] for r in tables["rates"]} <= {*labels, *mixed}  # runs long enough
     assert all(math.isfinite(r["dual_exponent"]) and r["dual_exponent"] > 0 for r in tables["rates"])
     assert [(r["beta"], r["seed"]) for r in tables["sparsification"]] == [(b, 0) for b in (None, *config.betas)]
     gd = tables["sparsification"][0]
@@ -193,7 +196,8 @@ def test_mirror_flow_tables():
             if row["aligned_at_start"]
             else 0 < row["time"] <= row["final_time"] or math.isinf(row["time"])
         )
-    assert len(tables["cosines"]) == 6 * config.seeds + 3
+    assert len(tables["cosines"]) == 10 * config.seeds + 3 * config.seeds  # 5 runs per seed; 3 same-horizon runs
+    assert {r["potential"] for r in tables["horizon"]} == {label for label, _, _ in mirror_flow.HORIZON_POTENTIALS}
     assert {r["pruned"] for r in tables["digits"]} == {"neurons", "weights"}
     assert {r["seed"] for r in tables["digits"]} == set(range(config.digits_seeds))
     assert_draws_its_figures(mirror_flow, tables)

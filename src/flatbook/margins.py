@@ -86,11 +86,12 @@ def q_margin(net, X, y, outer: Potential | str, inner: Potential | str | None = 
 
 
 def neuron_cost_margin(net, X, y, outer: Potential | str, inner: Potential | str | None = None) -> float:
-    """min_i y_i h(x_i) / (Σ_j |ã_j|^q)^{1/q}, |ã_j| = |a_j| ‖θ_j‖_{α_θ}^c, q from :func:`neuron_cost_exponent`.
+    """min_i y_i h(x_i) / (Σ_j |ã_j|^q)^{1/q}, |ã_j| = |a_j| ‖θ_j‖_{α_θ}^c, q = α_a α_θ / (α_θ + c α_a).
 
-    The margin in the geometry the potentials' max-margin problem charges per neuron (book eq.
-    ``eq-neuron-cost``), for layer-wise potentials of any horizon degrees: invariant under rescaling a
-    neuron and under scaling the whole network, so it compares the *functions* that runs reach.
+    The margin in the geometry the potentials' max-margin problem charges per neuron (q from
+    :func:`flatbook.mirror.neuron_cost_exponent`, book eq. ``eq-neuron-cost``), for layer-wise potentials of
+    any horizon degrees: invariant under rescaling a neuron and under scaling the whole network, so it
+    compares the *functions* that runs reach.
     """
     outer = get_potential(outer)
     inner = outer if inner is None else get_potential(inner)

@@ -5,10 +5,11 @@ labels with the logistic loss by :func:`flatbook.training.mirror_descent`.
 Tables:
 
 - ``trajectories``: per potential (the three main ones and the layer-wise
-  ``MIXED_POTENTIAL``) and seed, the loss, the ℓ1, ℓ2, ℓ3 and Q normalised
+  ``MIXED_POTENTIALS``) and seed, the loss, the ℓ1, ℓ2, ℓ3 and Q normalised
   margins, the dual potential Q(∇R(w)) and the active neurons along training;
 - ``kkt``: per main potential and seed, the KKT residual (book eq. ``eq-kkt``) of
-  the direction reached when the loss first drops below each of ``kkt_losses``;
+  the direction reached when the loss first drops below each of ``kkt_losses``,
+  with two active sets, and in every main potential's problem (``_kkt``);
 - ``rates``: per potential and seed, the exponents of Q(∇R(w)) and of t·L against
   g = log(1/L), fitted late in training (book eq. ``eq-rates``);
 - ``solutions``: per potential and seed, the final margins (also in each
@@ -51,7 +52,7 @@ __all__ = [
     "CHAPTER",
     "VERSION",
     "MAIN_POTENTIALS",
-    "MIXED_POTENTIAL",
+    "MIXED_POTENTIALS",
     "run_potentials",
     "Config",
     "CONFIGS",
@@ -70,10 +71,14 @@ MAIN_POTENTIALS = (
     ("hyperbolic entropy", "hyperbolic_entropy", {"beta": 0.01}),
     ("p = 3", "p_norm", {"p": 3.0}),
 )
-#: (label, outer potential and parameters, inner potential and parameters): a different potential on each layer
-MIXED_POTENTIAL = ("entropy on a, Euclidean on θ", "hyperbolic_entropy", {"beta": 0.01}, "euclidean", {})
+#: (label, outer potential and parameters, inner potential and parameters): a different potential on each layer,
+#: the same pair both ways round (the same per-neuron exponent q, book eq. ``eq-neuron-cost``)
+MIXED_POTENTIALS = (
+    ("entropy on a, Euclidean on θ", "hyperbolic_entropy", {"beta": 0.01}, "euclidean", {}),
+    ("Euclidean on a, entropy on θ", "euclidean", {}, "hyperbolic_entropy", {"beta": 0.01}),
+)
 #: the labels of the runs whose per-neuron geometry (eq. ``eq-neuron-cost``) every final network is measured in
-GEOMETRIES = (*(label for label, _, _ in MAIN_POTENTIALS), MIXED_POTENTIAL[0])
+GEOMETRIES = (*(label for label, _, _ in MAIN_POTENTIALS), *(pair[0] for pair in MIXED_POTENTIALS))
 #: three potentials with the horizon (p-1)^{1/p} ‖w‖_3, two of them non-homogeneous
 HORIZON_POTENTIALS = (
     ("|w|³/3", "p_norm", {"p": 3.0}),
@@ -89,13 +94,14 @@ class Config:
     m: int = 50
     teacher_neurons: int = 3
     init_scale: float = 0.1
-    seeds: int = 3
+    seeds: int = 5
     target_loss: float = 1e-100
     max_steps: int = 20_000
     n_logs: int = 60
     active_mass: float = 0.99
     kkt_losses: tuple = (1e-3, 1e-10, 1e-30, 1e-100)
     kkt_zero_mass: float = 0.01
+    kkt_weight_ratio: float = 1e3
     rate_from: float = 20.0
     rate_split: float = 80.0
     betas: tuple = (1e-2, 3e-2, 1e-1, 0.3, 1.0, 3.0, 10.0)
@@ -200,12 +206,7 @@ def _main_point(config: Config, label: str, name: str, params: dict, seed: int, 
             level = levels.pop(0)
             while levels and loss <= levels[0]:  # one logged step can cross several levels
                 level = levels.pop(0)
-            row["kkt_level"] = level
-            row["kkt"] = kkt_residual(net, data.X, data.y, potential).relative
-            if potential.horizon_degree == 1:
-                row["kkt_light_zero"] = kkt_residual(
-                    net, data.X, data.y, potential, zero_mass=config.kkt_zero_mass
-                ).relative
+            row["kkt"] = {"level": level, **_kkt(config, net, data, potential)}
         return row
 
     run = mirror_descent(
@@ -220,19 +221,10 @@ def _main_point(config: Config, label: str, name: str, params: dict, seed: int, 
         record=record,
     )
     trajectory = [
-        {"potential": label, "seed": seed, **{k: v for k, v in row.items() if not k.startswith("kkt")}}
-        for row in run.history
+        {"potential": label, "seed": seed, **{k: v for k, v in row.items() if k != "kkt"}} for row in run.history
     ]
     kkt = [
-        {
-            "potential": label,
-            "seed": seed,
-            "level": row["kkt_level"],
-            "loss": row["loss"],
-            "step": row["step"],
-            "residual": row["kkt"],
-            "residual_light_zero": row.get("kkt_light_zero"),
-        }
+        {"potential": label, "seed": seed, "loss": row["loss"], "step": row["step"], **row["kkt"]}
         for row in run.history
         if "kkt" in row
     ]
@@ -257,15 +249,47 @@ def _main_point(config: Config, label: str, name: str, params: dict, seed: int, 
     return {"trajectories": trajectory, "kkt": kkt, "rates": _rates(config, trajectory), "solutions": [solution]}
 
 
+def _kkt(config: Config, net: TwoLayerNet, data, potential) -> dict:
+    """The KKT residual (eq. ``eq-kkt``) of the direction of ``net``, two ways (the ℓ₁ horizon's light coordinates,
+    carrying ``kkt_zero_mass`` of ‖w‖₁, counted as zero):
+
+    - ``relative``: active samples within 1 % of the smallest margin (complementary slackness to 1 %);
+    - ``window``: active samples whose loss weight e^{−y_i h_i} is at least 1 / ``kkt_weight_ratio`` of the largest,
+      a fixed set of samples, whose slack log(ratio) / g shrinks as g = min_i y_i h_i grows; the same window in
+      every main potential's problem (``window <label>``): the contrast, the other potentials' KKT conditions.
+    """
+    g = smallest_margin(net, data.X, data.y)
+    window = math.log(config.kkt_weight_ratio) / g
+
+    def residual(problem, active_tol):
+        zero_mass = config.kkt_zero_mass if problem.horizon_degree == 1 else 0.0
+        return kkt_residual(net, data.X, data.y, problem, active_tol=active_tol, zero_mass=zero_mass)
+
+    relative, own = residual(potential, 1e-2), residual(potential, window)
+    row = {
+        "g": g,
+        "relative": relative.relative,
+        "relative_active": len(relative.active),
+        "window_active": len(own.active),
+        "window_slack": window,
+    }
+    for label, name, params in MAIN_POTENTIALS:
+        problem = get_potential(name, **params)
+        row[f"window {label}"] = own.relative if problem == potential else residual(problem, window).relative
+    if potential.horizon_degree == 1:
+        row["strict"] = kkt_residual(net, data.X, data.y, potential).relative
+    return row
+
+
 def run_potentials(label: str) -> tuple:
     """(outer, inner) potentials of a run's label."""
     for main_label, name, params in MAIN_POTENTIALS:
         if main_label == label:
             return get_potential(name, **params), None
-    mixed_label, outer, outer_params, inner, inner_params = MIXED_POTENTIAL
-    if label != mixed_label:
-        raise FlatbookInputError(f"no potential is labelled {label!r}.")
-    return get_potential(outer, **outer_params), get_potential(inner, **inner_params)
+    for mixed_label, outer, outer_params, inner, inner_params in MIXED_POTENTIALS:
+        if label == mixed_label:
+            return get_potential(outer, **outer_params), get_potential(inner, **inner_params)
+    raise FlatbookInputError(f"no potential is labelled {label!r}.")
 
 
 def _rates(config: Config, trajectory: list[dict]) -> list[dict]:
@@ -369,10 +393,10 @@ def _sweep_point(config: Config, beta: float | None, width: int, seed: int) -> d
     }
 
 
-def _horizon_point(config: Config, label: str, name: str, params: dict) -> dict:
-    data = _teacher_data(config, config.seed)
+def _horizon_point(config: Config, label: str, name: str, params: dict, seed: int) -> dict:
+    data = _teacher_data(config, config.seed + 100 * seed)
     run = mirror_descent(
-        _initial_network(config, config.d, config.m, config.seed + 1),
+        _initial_network(config, config.d, config.m, config.seed + 100 * seed + 1),
         data.X,
         data.y,
         outer=get_potential(name, **params),
@@ -383,6 +407,7 @@ def _horizon_point(config: Config, label: str, name: str, params: dict) -> dict:
         "horizon": [
             {
                 "potential": label,
+                "seed": seed,
                 "steps": run.steps,
                 "stopped": run.stopped,
                 "loss": run.history[-1]["loss"],
@@ -458,7 +483,6 @@ def _point(config: Config, kind: str, **point) -> dict:
 
 def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
     """All runs of chapter 6 (see the module docstring for the tables)."""
-    mixed_label, outer, outer_params, inner, inner_params = MIXED_POTENTIAL
     seeds = range(config.seeds)
     sweeps = {(beta, config.m, s) for beta in (None, *config.betas) for s in seeds}
     sweeps |= {(config.width_beta, width, s) for width in config.widths for s in seeds}
@@ -478,6 +502,7 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
                 "inner": (inner, inner_params),
             }
             for s in seeds
+            for mixed_label, outer, outer_params, inner, inner_params in MIXED_POTENTIALS
         ]
         + [
             {"kind": "balance", "label": lab, "name": nam, "params": par, "step": step}
@@ -488,7 +513,12 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
             {"kind": "sweep", "beta": beta, "width": width, "seed": s}
             for beta, width, s in sorted(sweeps, key=lambda p: (p[0] is not None, p[0] or 0.0, p[1], p[2]))
         ]
-        + [{"kind": "horizon", "label": lab, "name": nam, "params": par} for lab, nam, par in HORIZON_POTENTIALS]
+        + [
+            {"kind": "horizon", "label": lab, "name": nam, "params": par, "seed": s}
+            for s in seeds
+            for lab, nam, par in HORIZON_POTENTIALS
+            if (nam, par) not in [(n, p) for _, n, p in MAIN_POTENTIALS]  # that run is the main comparison's
+        ]
         + [
             {"kind": "digits", "label": lab, "name": nam, "params": par, "seed": s}
             for s in range(config.digits_seeds)
@@ -500,6 +530,7 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
         key: [row for result in results for row in result.get(key, [])]
         for key in ("trajectories", "kkt", "rates", "solutions", "balance", "slow", "horizon", "digits")
     }
+    tables["horizon"] = _with_main_runs(tables["horizon"], tables["solutions"])
     tables["cosines"] = _cosines(tables["solutions"], tables["horizon"])
     beta_sweep = where(tables["slow"], lambda r: r["beta"] in (None, *config.betas), width=config.m)
     tables["sparsification"] = _sparsification(beta_sweep, config.sparse_factor)
@@ -510,11 +541,27 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
     return tables
 
 
+def _with_main_runs(horizon: list[dict], solutions: list[dict]) -> list[dict]:
+    """The horizon table with the homogeneous potential's runs, which are the main comparison's, in the order of
+    ``HORIZON_POTENTIALS`` per seed."""
+    rows = []
+    for seed in sorted({r["seed"] for r in solutions}):
+        for label, name, params in HORIZON_POTENTIALS:
+            main = [lab for lab, n, p in MAIN_POTENTIALS if (n, p) == (name, params)]
+            if main:
+                run = one(solutions, potential=main[0], seed=seed)
+                keys = ("seed", "steps", "stopped", "loss", "l3_margin", "parameters")
+                rows.append({"potential": label, **{key: run[key] for key in keys}})
+            else:
+                rows.append(one(horizon, potential=label, seed=seed))
+    return rows
+
+
 def _cosines(solutions: list[dict], horizon: list[dict]) -> list[dict]:
     """Cosine between the final parameter directions of every pair of runs from the same initialisation."""
     rows = []
     groups = {f"seed {s}": runs for s, runs in group(solutions, "seed", sort=True).items()}
-    groups["horizon"] = horizon
+    groups |= {f"horizon {s}": runs for s, runs in group(horizon, "seed", sort=True).items()}
     for name, runs in groups.items():
         for i, first in enumerate(runs):
             for second in runs[i + 1 :]:
