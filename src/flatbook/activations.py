@@ -56,6 +56,10 @@ class HomogeneousActivation(Named):
         """σ''(z), a (c-2)-homogeneous function (0 almost everywhere for c = 1)."""
         raise NotImplementedError
 
+    def derivative_squared(self, z: torch.Tensor) -> torch.Tensor:
+        """σ'(z)², the per-sample factor of the trace's curvature term (book eq. ``eq-trace``)."""
+        return self.derivative(z).square()
+
     @property
     def p(self) -> float:
         """Exponent of the orbit-minimal flatness, p = 2c / (c + 1)."""
@@ -89,6 +93,11 @@ class LeakyReLU(HomogeneousActivation):
         if self.negative_slope == 0:
             return (z > 0).to(z.dtype)
         return torch.where(z > 0, torch.ones_like(z), torch.full_like(z, self.negative_slope))
+
+    def derivative_squared(self, z):
+        if self.negative_slope == 0:
+            return (z > 0).to(z.dtype)  # σ' ∈ {0, 1}: one pass, no squaring
+        return torch.where(z > 0, torch.ones_like(z), torch.full_like(z, self.negative_slope**2))
 
     def second_derivative(self, z):
         return torch.zeros_like(z)

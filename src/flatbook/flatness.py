@@ -61,7 +61,7 @@ def _neuron_sums(theta, X, activation, a=None, y=None):
             residuals = sigma @ a - y[rows]
             sum_r_d2sigma += (residuals * sq_norms) @ activation.second_derivative(z)
         sum_sigma2 += torch.linalg.vector_norm(sigma, dim=0).square()
-        sum_dsigma2 += sq_norms @ activation.derivative(z).square()
+        sum_dsigma2 += sq_norms @ activation.derivative_squared(z)
     return sum_sigma2, sum_dsigma2, sum_r_d2sigma
 
 
