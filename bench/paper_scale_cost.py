@@ -137,74 +137,31 @@ def _unseeded(function, config, seed, **point):
 
 
 def chapter6_kinds(config):
-    """As :func:`chapter3_kinds`, for chapter 6: every run has the config's n (the digits their own data) and width."""
+    """As :func:`chapter3_kinds`, for chapter 6: the experiment's own points, one kind per point but its seed (counted
+    over the seeds); every run has the config's n (the digits their own data) and its width."""
     e = mirror_flow
-    point = partial(sized, e._point)
-    potentials = [(label, {"name": name, "params": params}) for label, name, params in e.MAIN_POTENTIALS]
-    main = [
-        (f"main: {label}", point, [{"n": config.n, "m": config.m, "kind": "main", "label": label, **p}], config.seeds)
-        for label, p in potentials
-    ]
-    main += [
-        (
-            f"main: {mixed_label}",
-            point,
-            [
-                {
-                    "n": config.n,
-                    "m": config.m,
-                    "kind": "main",
-                    "label": mixed_label,
-                    "name": outer,
-                    "params": outer_params,
-                    "inner": (inner, inner_params),
-                }
-            ],
-            config.seeds,
-        )
-        for mixed_label, outer, outer_params, inner, inner_params in e.MIXED_POTENTIALS
-    ]
-    balance = [
-        (
-            f"balance: {label}, step {step:g}",
-            partial(_unseeded, e._point),
-            [{"n": config.n, "m": config.m, "kind": "balance", "label": label, "step": step, **p}],
-            1,
-        )
-        for label, p in potentials
-        for step in config.balance_steps
-    ]
-    sweeps = [
-        (
-            f"sweep: β = {beta}, m = {m}",
-            point,
-            [{"n": config.n, "m": m, "kind": "sweep", "beta": beta, "width": m}],
-            config.seeds,
-        )
-        for beta, m in [(b, config.m) for b in (None, *config.betas)]
-        + [(config.width_beta, w) for w in config.widths if w != config.m]
-    ]
-    homogeneous = [(name, params) for _, name, params in e.MAIN_POTENTIALS]
-    horizon = [  # the homogeneous potential's run is the main comparison's
-        (
-            f"horizon: {label}",
-            point,
-            [{"n": config.n, "m": config.m, "kind": "horizon", "label": label, "name": name, "params": params}],
-            config.seeds,
-        )
-        for label, name, params in e.HORIZON_POTENTIALS
-        if (name, params) not in homogeneous
-    ]
-    digits = [
-        (
-            f"digits: {label}",
-            point,
-            [{"n": config.n, "m": config.digits_width, "kind": "digits", "label": label, **p}],
-            config.digits_seeds,
-        )
-        for label, p in potentials
-    ]
-    return main + balance + sweeps + horizon + digits
+    widths = {"sweep": None, "digits": config.digits_width}
+    kinds: dict[str, list] = {}
+    for spec in e.points(config):
+        seeded = "seed" in spec
+        spec = {key: value for key, value in spec.items() if key != "seed"}
+        name = _chapter6_kind_name(spec)
+        if name not in kinds:
+            m = spec["width"] if spec["kind"] == "sweep" else widths.get(spec["kind"], config.m)
+            function = partial(sized if seeded else _unseeded, e._point)
+            kinds[name] = [name, function, [{"n": config.n, "m": m, **spec}], 0]
+        kinds[name][3] += 1
+    return [tuple(kind) for kind in kinds.values()]
+
+
+def _chapter6_kind_name(spec: dict) -> str:
+    """The kind's name in cost.json (kept as the first measurement named them)."""
+    kind = spec["kind"]
+    if kind == "balance":
+        return f"balance: {spec['label']}, step {spec['step']:g}"
+    if kind == "sweep":
+        return f"sweep: β = {spec['beta']}, m = {spec['width']}"
+    return f"{kind}: {spec['label']}"
 
 
 def _solver_run(config, seed, n, activation, beta):

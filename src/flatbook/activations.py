@@ -96,7 +96,7 @@ class LeakyReLU(HomogeneousActivation):
 
     def derivative_squared(self, z):
         if self.negative_slope == 0:
-            return (z > 0).to(z.dtype)  # σ' ∈ {0, 1}: one pass, no squaring
+            return self.derivative(z)  # σ' ∈ {0, 1}: no squaring pass
         return torch.where(z > 0, torch.ones_like(z), torch.full_like(z, self.negative_slope**2))
 
     def second_derivative(self, z):

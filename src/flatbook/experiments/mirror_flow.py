@@ -54,6 +54,7 @@ __all__ = [
     "MAIN_POTENTIALS",
     "MIXED_POTENTIALS",
     "run_potentials",
+    "points",
     "Config",
     "CONFIGS",
     "prune",
@@ -184,11 +185,12 @@ def _neuron_weights(net: TwoLayerNet) -> torch.Tensor:
     return net.effective_outer_weights().abs()
 
 
-def _main_point(config: Config, label: str, name: str, params: dict, seed: int, inner: tuple | None = None) -> dict:
-    """One potential (``inner``: (name, params) of a different potential on θ) from seed ``seed``'s start."""
+def _main_point(config: Config, label: str, seed: int) -> dict:
+    """The run labelled ``label`` (a main potential or a layer-wise pair, :func:`run_potentials`) from seed ``seed``'s
+    start."""
     data = _teacher_data(config, config.seed + 100 * seed)
-    potential = get_potential(name, **params)
-    inner_potential = potential if inner is None else get_potential(inner[0], **inner[1])
+    potential, inner = run_potentials(label)
+    inner_potential = potential if inner is None else inner
     levels = list(config.kkt_losses) if inner is None else []  # the KKT residual needs one horizon degree
 
     def record(net):
@@ -273,8 +275,8 @@ def _kkt(config: Config, net: TwoLayerNet, data, potential) -> dict:
         "window_active": len(own.active),
         "window_slack": window,
     }
-    for label, name, params in MAIN_POTENTIALS:
-        problem = get_potential(name, **params)
+    for label, _, _ in MAIN_POTENTIALS:
+        problem, _ = run_potentials(label)
         row[f"window {label}"] = own.relative if problem == potential else residual(problem, window).relative
     if potential.horizon_degree == 1:
         row["strict"] = kkt_residual(net, data.X, data.y, potential).relative
@@ -481,29 +483,14 @@ def _point(config: Config, kind: str, **point) -> dict:
     }[kind](config, **point)
 
 
-def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
-    """All runs of chapter 6 (see the module docstring for the tables)."""
+def points(config: Config) -> list[dict]:
+    """Every run of chapter 6, as the keyword points of ``_point`` (each with its ``kind``)."""
     seeds = range(config.seeds)
     sweeps = {(beta, config.m, s) for beta in (None, *config.betas) for s in seeds}
     sweeps |= {(config.width_beta, width, s) for width in config.widths for s in seeds}
-    points = (
-        [
-            {"kind": "main", "label": lab, "name": nam, "params": par, "seed": s}
-            for s in seeds
-            for lab, nam, par in MAIN_POTENTIALS
-        ]
-        + [
-            {
-                "kind": "main",
-                "label": mixed_label,
-                "name": outer,
-                "params": outer_params,
-                "seed": s,
-                "inner": (inner, inner_params),
-            }
-            for s in seeds
-            for mixed_label, outer, outer_params, inner, inner_params in MIXED_POTENTIALS
-        ]
+    main_potentials = [(name, params) for _, name, params in MAIN_POTENTIALS]
+    return (
+        [{"kind": "main", "label": label, "seed": s} for s in seeds for label in GEOMETRIES]
         + [
             {"kind": "balance", "label": lab, "name": nam, "params": par, "step": step}
             for lab, nam, par in MAIN_POTENTIALS
@@ -517,7 +504,7 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
             {"kind": "horizon", "label": lab, "name": nam, "params": par, "seed": s}
             for s in seeds
             for lab, nam, par in HORIZON_POTENTIALS
-            if (nam, par) not in [(n, p) for _, n, p in MAIN_POTENTIALS]  # that run is the main comparison's
+            if (nam, par) not in main_potentials  # that run is the main comparison's
         ]
         + [
             {"kind": "digits", "label": lab, "name": nam, "params": par, "seed": s}
@@ -525,7 +512,13 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
             for lab, nam, par in MAIN_POTENTIALS
         ]
     )
-    results = map_points(_point, config, points, experiment="mirror_flow", version=VERSION, jobs=jobs, backend=backend)
+
+
+def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
+    """All runs of chapter 6 (see the module docstring for the tables)."""
+    results = map_points(
+        _point, config, points(config), experiment="mirror_flow", version=VERSION, jobs=jobs, backend=backend
+    )
     tables = {
         key: [row for result in results for row in result.get(key, [])]
         for key in ("trajectories", "kkt", "rates", "solutions", "balance", "slow", "horizon", "digits")
