@@ -80,7 +80,8 @@ def test_newton_falls_back_to_clarabel(monkeypatch):
     import flatbook.flattest as flattest
 
     theta, X, y = problem()
-    monkeypatch.setattr(flattest, "_lp_interior_point", lambda Phi, y, kappa: torch.zeros_like(y))
+    monkeypatch.setattr(flattest, "_lp_interior_point",
+                        lambda Phi, y, kappa: (torch.zeros_like(y), torch.zeros(Phi.shape[1], dtype=y.dtype)))
     with pytest.warns(SolverFallbackWarning, match="Clarabel"):
         result = flattest_outer_weights(theta, X, y, "relu", solver="newton")
     assert result.solver == "CLARABEL"

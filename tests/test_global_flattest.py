@@ -12,7 +12,7 @@ from flatbook import TwoLayerNet, flattest_interpolator, flattest_outer_weights,
 from flatbook.data import single_index
 from flatbook.errors import FlatbookInputError, InfeasibleInterpolationError
 from flatbook.flatness import unit_flatness_weights
-from flatbook.global_flattest import rounding_excess_bound, split_into_copies
+from flatbook.global_flattest import _solve_master, _support_refit, rounding_excess_bound, split_into_copies
 from flatbook.interpolators import random_directions
 from flatbook.relu_cells import activation_patterns, all_activation_patterns, flattest_relu_over_patterns
 from flatbook.weighted_l1 import WeightedL1Master
@@ -65,6 +65,40 @@ def test_master_says_when_its_columns_cannot_interpolate():
         master.solve()
     with pytest.raises(FlatbookInputError, match="positive weight"):
         master.add(np.ones((5, 1)), np.zeros(1))
+
+
+@pytest.mark.parametrize("duplicates", [False, True])
+def test_interior_point_master_matches_cvxpy_and_is_certified(duplicates):
+    # What column generation solves each round: the interior point's certified support refit, or the vertex
+    # read off its central dual; duplicated and sign-flipped columns make the optimal face non-unique.
+    rng = np.random.default_rng(2)
+    columns, weights, y = rng.standard_normal((25, 120)), rng.uniform(0.5, 2.0, 120), rng.standard_normal(25)
+    if duplicates:
+        columns = np.hstack([columns, columns[:, :40], -columns[:, 40:60]])
+        weights = np.concatenate([weights, weights[:40], weights[40:60]])
+    exact = cvxpy_weighted_l1(columns, y, weights)
+    Phi, w, yt = (torch.from_numpy(a) for a in (columns, weights, y))
+    for vertex in (False, True):
+        master = WeightedL1Master(y)
+        master.add(columns, weights)
+        solution, central = _solve_master(master, Phi, yt, w, vertex=vertex)
+        assert solution.value == pytest.approx(exact, rel=1e-6)
+        np.testing.assert_allclose(columns @ solution.mu, y, atol=1e-9)
+        assert float((Phi.T @ central).abs().div(w).max()) <= 1 + 1e-6  # the central dual is (nearly) feasible
+        assert float(central @ yt) == pytest.approx(exact, rel=1e-6)
+        if vertex:
+            assert (np.abs(solution.mu) > 0).sum() <= 25  # a vertex: at most n columns
+
+
+def test_support_refit_is_rejected_unless_certified():
+    rng = np.random.default_rng(3)
+    Phi, w, y = (torch.from_numpy(a) for a in (rng.standard_normal((10, 30)), rng.uniform(1, 2, 30),
+                                                rng.standard_normal(10)))
+    mu = torch.ones(30, dtype=torch.float64)  # full support: the least-norm refit interpolates
+    refit = _support_refit(mu, Phi, y, w, lower=float("inf"))
+    assert refit is not None and float((Phi @ refit - y).abs().max()) <= 1e-10 * float(y.abs().max())
+    assert _support_refit(mu, Phi, y, w, lower=0.5 * float(w @ refit.abs())) is None  # value above the bound
+    assert _support_refit(torch.eye(30, dtype=torch.float64)[0], Phi, y, w, lower=float("inf")) is None
 
 
 def test_master_time_limit_is_per_solve_not_cumulative():

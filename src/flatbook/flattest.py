@@ -180,7 +180,8 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80):
     With ã = x⁺ − x⁻, x± ≥ 0, the program is the standard-form LP
     min κᵀ(x⁺ + x⁻) s.t. Φ(x⁺ − x⁻) = y, whose normal-equation matrix is
     Φ diag(x⁺/s⁺ + x⁻/s⁻) Φᵀ: n × n, formed in O(n² m) and factored by Cholesky.
-    Returns the dual iterate λ (to be turned into an exact vertex).  Stops when all
+    Returns the dual iterate λ (to be turned into an exact vertex) and the primal iterate
+    ã = x⁺ − x⁻ (near the centre of the optimal face, every entry non-zero).  Stops when all
     three residuals are below ``tol``, or when the gap and the dual residual are and
     the primal residual has risen above its best: near the optimum the normal
     equations grow ill-conditioned and further steps only degrade it, while λ,
@@ -245,7 +246,7 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80):
         dx, dlam, ds = direction(sigma * mu - x * s - dx * ds)  # corrector
         a_p, a_d = 0.99 * max_step(x, dx), 0.99 * max_step(s, ds)
         x, lam, s = x + a_p * dx, lam + a_d * dlam, s + a_d * ds
-    return lam
+    return lam, x[:m] - x[m:]
 
 
 def _solve_newton(Phi, y, kappa, p, residual_tol):
@@ -257,7 +258,7 @@ def _solve_newton(Phi, y, kappa, p, residual_tol):
         lam, residual = _dual_newton(_dual_start(Phi, y, kappa, p), Phi, y, kappa, p, 1e-3 * residual_tol)
         status = "optimal" if residual <= residual_tol else f"dual Newton stalled at residual {residual:.1e}"
         return _primal_from_dual(lam, Phi, kappa, p), lam, status
-    lam = _lp_interior_point(Phi, y, kappa)
+    lam, _ = _lp_interior_point(Phi, y, kappa)
     vertex = _exact_vertex(lam, Phi, y, kappa)
     if vertex is None:
         return torch.zeros(Phi.shape[1], dtype=Phi.dtype, device=Phi.device), lam, \

@@ -46,7 +46,7 @@ from .activations import HomogeneousActivation, LeakyReLU, get_activation
 from .backend import as_tensor, check_data
 from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverError
 from .flatness import min_flatness, unit_flatness_weights
-from .flattest import _lp_interior_point, flattest_outer_weights
+from .flattest import _exact_vertex, _lp_interior_point, flattest_outer_weights
 from .interpolators import complement_basis
 from .network import TwoLayerNet
 from .pricing import (
@@ -58,7 +58,7 @@ from .pricing import (
     quadratic_dual_ratio_bound,
 )
 from .progress import progress_bar
-from .weighted_l1 import WeightedL1Master
+from .weighted_l1 import MasterSolution, WeightedL1Master
 
 
 class Atoms(NamedTuple):
@@ -309,7 +309,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         directions = torch.cat([directions, batch[live]])
         Phi, w = torch.cat([Phi, Phi_batch[:, live]], 1), torch.cat([w, w_batch[live]])
         try:
-            solution = master.solve()
+            solution, central = _solve_master(master, Phi, y, w)
             break
         except InfeasibleInterpolationError as exc:
             if attempt == 4 or activation.name == "quadratic":
@@ -353,9 +353,9 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     for round_ in range(rounds):
         rounds_run = round_ + 1
         bar.update(1)
-        # Price at the interior-point (central) dual of the master: the simplex dual sits at a vertex of a
+        # Price at the interior-point (central) dual of the master: a vertex dual sits at a corner of a
         # degenerate optimal face and makes the dual ratio needlessly large elsewhere.
-        lam = _lp_interior_point(Phi, y, w)
+        lam = central
         found, values, sup_estimate, sup_proven = price(lam)
         value = float(lam @ y)
         if value > 0:
@@ -379,15 +379,14 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         Phi_new, w_new = _columns(new, X, activation)
         master.add(Phi_new.cpu().numpy(), w_new.cpu().numpy())
         directions, Phi, w = torch.cat([directions, new]), torch.cat([Phi, Phi_new], 1), torch.cat([w, w_new])
-        solution = master.solve()
-        keep = _prune(master, solution, lam, Phi, w, n)
-        if keep is not None:
+        solution, central = _solve_master(master, Phi, y, w)
+        keep = _prune(master, solution, central, Phi, w, n)
+        if keep is not None:  # the support stays, so the vertex stays optimal and the central dual feasible
             master.remove(keep)
             directions, Phi, w = directions[keep], Phi[:, keep], w[keep]
-            solution = master.solve()
+            solution = dataclasses.replace(solution, mu=solution.mu[keep])
     bar.close()
-    if solution.mu.shape[0] != master.size:  # columns were added after the last solve
-        solution = master.solve()
+    solution, _ = _solve_master(master, Phi, y, w, vertex=True)
     mu = torch.as_tensor(solution.mu, dtype=X.dtype, device=device)
     on = mu.abs() > 1e-12 * float(mu.abs().max())
     atom_dirs, atom_weights = directions[on], mu[on]
@@ -578,6 +577,54 @@ def _slide(U, X, y, activation, project, steps: int = 20, angle: float = 0.1):
         else:
             break
     return U.detach(), current
+
+
+def _solve_master(master, Phi, y, w, vertex: bool = False):
+    """The restricted master (eq. ``eq-measure-program`` on the current columns): (MasterSolution, λ_c).
+
+    Mehrotra's interior point on the n × n normal equations gives the central dual λ_c, which pricing
+    uses, and a primal iterate near the centre of the optimal face.  During column generation that
+    iterate's support, refitted to interpolate exactly, is the solution when its value is certified
+    optimal by λ_c (:func:`_support_refit`); ``vertex=True`` (the final atoms), or a refit that is not
+    certified, reads the optimal vertex off λ_c instead (complementary slackness, see
+    :func:`~flatbook.flattest._exact_vertex`).  Only when neither works (e.g. columns that cannot
+    interpolate, which it then diagnoses) does HiGHS's simplex solve the master: dense O(n² · columns)
+    steps instead of simplex pivots on a dense n × columns matrix (bench/README.md).
+    """
+    central, mu = _lp_interior_point(Phi, y, w)
+    solution = None
+    if bool(torch.isfinite(central).all()) and bool(torch.isfinite(mu).all()):
+        refit = None
+        if not vertex:
+            # weak duality: λ_c scaled into the dual feasible set bounds the master's optimum from below
+            lower = float(central @ y) / max(1.0, float(((Phi.T @ central).abs() / w).max()))
+            refit = _support_refit(mu, Phi, y, w, lower)
+        solution = (refit, central) if refit is not None else _exact_vertex(central, Phi, y, w)
+    if solution is None:
+        highs = master.solve()
+        if not bool(torch.isfinite(central).all()):
+            central = torch.as_tensor(highs.dual, dtype=Phi.dtype, device=Phi.device)
+        return highs, central
+    mu, dual = solution
+    return MasterSolution(mu=mu.cpu().numpy(), dual=dual.cpu().numpy(), value=float(w @ mu.abs())), central
+
+
+def _support_refit(mu, Phi, y, w, lower, thresholds=(1e-6, 1e-8, 1e-10), rtol: float = 1e-7):
+    """μ on its support S = {|μ_j| ≥ t·max|μ|}, refitted to Φ_S μ_S = y (least norm), for the first
+    threshold t whose refit interpolates with Σ w_j|μ_j| ≤ (1 + rtol)·``lower`` (a proven lower bound on
+    the optimum), so that it is optimal to rtol; None if none is.  (At 1e-6, S can miss a weight or two
+    that the interior point has not yet separated from the zeros; on an ill-conditioned S the least-norm
+    refit can interpolate with a far larger value: the certificate rejects it.)"""
+    size = mu.abs() / float(mu.abs().max())
+    for threshold in thresholds:
+        S = size >= threshold
+        fit = torch.linalg.lstsq(Phi[:, S], y[:, None], driver="gelsd" if Phi.device.type == "cpu" else None)
+        refit = torch.zeros_like(mu)
+        refit[S] = fit.solution[:, 0]
+        if (float((Phi @ refit - y).abs().max()) <= 1e-10 * float(y.abs().max())
+                and float(w @ refit.abs()) <= (1.0 + rtol) * lower):
+            return refit
+    return None
 
 
 def _basic_directions(directions, Phi, w, solution, n):
