@@ -9,7 +9,7 @@ import torch
 from flatbook import TwoLayerNet, get_activation, population_loss
 from flatbook.data import multi_index_product, single_index, sum_of_single_index
 from flatbook.errors import FlatbookInputError
-from flatbook.gaussian import gaussian_kernel, kernel_available
+from flatbook.gaussian import gaussian_kernel, hermite_moment, kernel_available, product_kernel
 
 ACTS = {"relu": get_activation("relu"), "leaky": get_activation("leaky_relu", negative_slope=0.3),
         "quadratic": get_activation("quadratic"), "relu2": get_activation("relu_power", c=2)}
@@ -75,9 +75,59 @@ def test_exact_population_loss_of_the_teacher_itself_is_the_bayes_risk():
     assert loss.excess == pytest.approx(0.0, abs=1e-14)
 
 
+@pytest.mark.parametrize("name", list(ACTS))
+def test_hermite_moments_match_quadrature(name):
+    from numpy.polynomial.hermite_e import hermeval
+    from scipy.integrate import quad
+
+    activation = ACTS[name]
+    for k in range(7):
+        def integrand(g, k=k):
+            value = float(activation(torch.tensor(g, dtype=torch.float64)))
+            return value * hermeval(g, [0.0] * k + [1.0]) * math.exp(-g * g / 2) / math.sqrt(2 * math.pi)
+        # split at the kink g = 0
+        numeric = sum(quad(integrand, *ends, epsabs=1e-12, limit=200)[0] for ends in ((-np.inf, 0.0), (0.0, np.inf)))
+        assert hermite_moment(activation, k) == pytest.approx(numeric, rel=1e-9, abs=1e-12)
+    assert hermite_moment(ACTS["relu"], 1) == pytest.approx(0.5)                      # E relu(g) g = 1/2
+    assert hermite_moment(ACTS["relu"], 2) == pytest.approx(1 / math.sqrt(2 * math.pi))
+    assert hermite_moment(ACTS["quadratic"], 2) == pytest.approx(2.0)
+    # exact zeros where a parity argument makes them vanish (the product teacher's closed form relies on it)
+    assert all(hermite_moment(ACTS[a], k) == 0.0 for a in ("relu", "leaky") for k in (3, 5, 7, 9))
+    assert all(hermite_moment(ACTS[a], k) == 0.0 for a in ("quadratic", "relu2") for k in (4, 6, 8))
+
+
+@pytest.mark.parametrize("name", list(ACTS))
+def test_product_kernel_matches_two_dimensional_quadrature(name):
+    # E σ(u·x) x₁x₂ for x ~ N(0, I₂) in polar coordinates (as polar_integral, with degree c + 2)
+    activation = ACTS[name]
+    rng = np.random.default_rng(1)
+    theta = torch.linspace(0, 2 * math.pi, 400_001, dtype=torch.float64)[:-1]
+    e = torch.stack([theta.cos(), theta.sin()], dim=1)
+    c = activation.degree + 2
+    for _ in range(3):
+        u = torch.from_numpy(rng.standard_normal(2) * 1.4)
+        angular = float((activation(e @ u) * e[:, 0] * e[:, 1]).mean()) * 2 * math.pi
+        numeric = angular * 2 ** (c / 2) * math.gamma(1 + c / 2) / (2 * math.pi)
+        closed = float(product_kernel(activation, u[None], torch.eye(2, dtype=torch.float64))[0])
+        assert closed == pytest.approx(numeric, rel=1e-8, abs=1e-12)
+
+
+@pytest.mark.parametrize("name,k", [("relu", 2), ("relu", 3), ("leaky", 2), ("quadratic", 2), ("relu2", 3)])
+def test_exact_population_loss_of_the_product_teacher_agrees_with_monte_carlo(name, k):
+    teacher = multi_index_product(6, k, noise_std=0.2, seed=3)
+    gen = torch.Generator().manual_seed(4)
+    net = TwoLayerNet(torch.randn(7, generator=gen, dtype=torch.float64) / 2,
+                      torch.randn(7, 6, generator=gen, dtype=torch.float64), ACTS[name])
+    exact = population_loss(net, teacher)
+    assert exact.method == "exact" and exact.stderr == 0.0
+    sampled = population_loss(net, teacher, n_test=400_000, method="monte carlo")
+    assert abs(exact.value - sampled.value) <= 4 * sampled.stderr
+
+
 def test_monte_carlo_where_no_closed_form_and_errors():
     teacher = multi_index_product(5, 2, seed=0)
-    net = TwoLayerNet(torch.ones(3, dtype=torch.float64), torch.randn(3, 5, dtype=torch.float64), "relu")
+    net = TwoLayerNet(torch.ones(3, dtype=torch.float64), torch.randn(3, 5, dtype=torch.float64),
+                      get_activation("relu_power", c=3))  # ReLU³: no closed form here
     loss = population_loss(net, teacher, n_test=1_000)
     assert loss.method == "monte carlo" and loss.stderr > 0
     with pytest.raises(FlatbookInputError, match="no closed form"):

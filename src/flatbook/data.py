@@ -25,7 +25,7 @@ import torch
 from .activations import HomogeneousActivation, get_activation
 from .backend import DTYPE, as_tensor, default_device
 from .errors import FlatbookInputError
-from .gaussian import gaussian_kernel, hermite3_vanishes, kernel_available
+from .gaussian import gaussian_kernel, hermite3_vanishes, kernel_available, product_kernel
 
 __all__ = [
     "random_orthonormal",
@@ -253,9 +253,12 @@ def _ridge_terms(model: MultiIndexModel):
 
 def exact_population_loss_available(net, model: MultiIndexModel) -> bool:
     """Whether :func:`population_loss` has a closed form (eq. ``eq-gaussian-kernels``) for this pair."""
-    terms = _ridge_terms(model)
-    if terms is None:
-        return False
+    if isinstance(model.link, ProductLink):  # eq-product-kernel: the network's own kernel is all it needs
+        terms = []
+    else:
+        terms = _ridge_terms(model)
+        if terms is None:
+            return False
     acts = [net.activation] + [g for g, _ in terms]
     if model.residual_std > 0 and not all(hermite3_vanishes(a) for a in acts):
         return False
@@ -270,17 +273,22 @@ KERNEL_BLOCK_ENTRIES = 2_000_000
 
 def _exact_population_loss(net, model: MultiIndexModel, chunk: int | None = None) -> float:
     """E (h − f*)² + η² + τ² = aᵀK a − 2 aᵀk + E f*² + η² + τ² with the Gaussian kernels of
-    :mod:`flatbook.gaussian` (the residual, orthogonal to h and f*, adds its variance η²)."""
-    terms = _ridge_terms(model)
+    :mod:`flatbook.gaussian` (the residual, orthogonal to h and f*, adds its variance η²); for the
+    product teacher k is eq. ``eq-product-kernel`` and E f*² = 1."""
     a, theta, act = net.a, net.theta, net.activation
     chunk = chunk or max(1, KERNEL_BLOCK_ENTRIES // net.width)
     quadratic = 0.0
     for start in range(0, net.width, chunk):  # aᵀKa in row blocks: O(chunk·m) memory
         rows = slice(start, start + chunk)
         quadratic += float(a[rows] @ (gaussian_kernel(act, theta[rows], act, theta) @ a))
-    cross = sum(float(a @ gaussian_kernel(act, theta, g, v[None, :].to(theta))[:, 0]) for g, v in terms)
-    teacher = sum(float(gaussian_kernel(g1, v1[None, :], g2, v2[None, :])[0, 0])
-                  for g1, v1 in terms for g2, v2 in terms)
+    if isinstance(model.link, ProductLink):
+        cross = float(a @ product_kernel(act, theta, model.theta_star.to(theta)))
+        teacher = 1.0
+    else:
+        terms = _ridge_terms(model)
+        cross = sum(float(a @ gaussian_kernel(act, theta, g, v[None, :].to(theta))[:, 0]) for g, v in terms)
+        teacher = sum(float(gaussian_kernel(g1, v1[None, :], g2, v2[None, :])[0, 0])
+                      for g1, v1 in terms for g2, v2 in terms)
     return max(quadratic - 2.0 * cross + teacher, 0.0) + model.approximation_error + model.bayes_risk
 
 
@@ -290,7 +298,8 @@ def population_loss(net, model: MultiIndexModel, n_test: int = 200_000, seed: in
 
     ``method="auto"`` (default) computes it exactly whenever the network's activation and the
     teacher's links have closed-form Gaussian kernels (ReLU, leaky ReLU, ReLU², quadratic: eq.
-    ``eq-gaussian-kernels``), in O((m + k) m d) with no sampling error (``stderr = 0``); otherwise,
+    ``eq-gaussian-kernels``; the product teacher: eq. ``eq-product-kernel``), in O((m + k) m d) with
+    no sampling error (``stderr = 0``); otherwise,
     or with ``method="monte carlo"``, it estimates the function error from ``n_test`` fresh Gaussian
     inputs, ``chunk`` rows at a time, with its standard error.  The noise enters exactly (E ξ² = τ²).
     """

@@ -18,6 +18,15 @@ notation chapter, eq. ``eq-gaussian-kernels``:
 
 :func:`kernel_available` says which pairs these cover; :func:`gaussian_kernel` returns the
 matrix E σ₁(u_j·x) σ₂(v_k·x) for rows u_j of U and v_k of V.
+
+Against the product teacher f*(x) = Π_{i≤k} ⟨θ*_i, x⟩ (orthonormal θ*_i), eq. ``eq-product-kernel``:
+expand σ(⟨û, x⟩) = Σ_j h_j(σ) He_j(⟨û, x⟩)/j! with h_j(σ) = E σ(g) He_j(g), g ~ N(0, 1); only the
+degree-k term meets the degree-k Hermite polynomial Π_i ⟨θ*_i, x⟩, and
+E He_k(⟨û, x⟩) Π_i ⟨θ*_i, x⟩ = k! Π_i ⟨û, θ*_i⟩, so for σ homogeneous of degree c
+
+    E σ(⟨u, x⟩) Π_i ⟨θ*_i, x⟩ = ‖u‖^c h_k(σ) Π_i ⟨û, θ*_i⟩,  û = u/‖u‖,
+
+and E f*² = 1.  :func:`hermite_moment` computes h_k(σ) exactly from the Gaussian moments.
 """
 
 from __future__ import annotations
@@ -85,4 +94,50 @@ def gaussian_kernel(first: HomogeneousActivation, U: torch.Tensor, second: Homog
     return (1 - s) * (1 - t) * relu_relu + ((1 - s) * t + s * (1 - t)) * dot / 2.0 + s * t * dot
 
 
-__all__ = ["gaussian_kernel", "hermite3_vanishes", "kernel_available"]
+def _abs_moment(power: int) -> float:
+    """E|g|^power = 2^{power/2} Γ((power + 1)/2) / √π."""
+    return 2.0 ** (power / 2.0) * math.gamma((power + 1) / 2.0) / math.sqrt(math.pi)
+
+
+def _moment(power: int) -> int:
+    """E g^power: 0 for odd powers, (power − 1)!! for even ones (an integer, so sums of them are exact)."""
+    return 0 if power % 2 else math.prod(range(power - 1, 0, -2))
+
+
+def hermite_moment(activation: HomogeneousActivation, k: int) -> float:
+    """h_k(σ) = E σ(g) He_k(g) for g ~ N(0, 1), exactly (He_k the probabilists' Hermite polynomial).
+
+    Only the part of σ with the parity of k contributes: for the leaky ReLU with slope s the even part
+    is (1 − s)|z|/2 and the odd part (1 + s) z/2; for ReLU², z²/2 and z|z|/2; the quadratic is even.
+    Each part times the monomials of He_k integrates to Gaussian moments; the polynomial parts give
+    integer sums, so h_k is exactly 0 where it vanishes (e.g. odd k ≥ 3 for the ReLU family).
+    """
+    import numpy as np
+
+    if not (isinstance(k, int) and k >= 0):
+        raise ValueError(f"k must be an int >= 0, got {k!r}.")
+    kind, slope = _kind(activation)
+    even = k % 2 == 0
+    if kind == "leaky":  # (scale, E g^j × the part's shape): h_k = scale Σ_j coef_j moment(j)
+        scale, moment = ((1.0 - slope) / 2.0, lambda j: _abs_moment(j + 1)) if even else \
+            ((1.0 + slope) / 2.0, lambda j: _moment(j + 1))
+    elif kind == "relu2":
+        scale, moment = (0.5, lambda j: _moment(j + 2)) if even else (0.5, lambda j: _abs_moment(j + 2))
+    elif kind == "quadratic":
+        scale, moment = (1.0, lambda j: _moment(j + 2)) if even else (0.0, lambda j: 0)
+    else:
+        raise ValueError(f"no closed-form Hermite moment for {activation!r}; use Monte Carlo.")
+    coefficients = np.polynomial.hermite_e.herme2poly([0.0] * k + [1.0])  # integers
+    return scale * float(sum(int(coef) * moment(j) for j, coef in enumerate(coefficients) if coef != 0.0))
+
+
+def product_kernel(activation: HomogeneousActivation, U: torch.Tensor, theta_star: torch.Tensor) -> torch.Tensor:
+    """E σ(⟨u_j, x⟩) Π_i ⟨θ*_i, x⟩ for rows u_j of U and orthonormal rows θ*_i (eq. ``eq-product-kernel``),
+    shape (len U,): ‖u_j‖^c h_k(σ) Π_i ⟨û_j, θ*_i⟩."""
+    norm = torch.linalg.vector_norm(U, dim=1)
+    unit = U / norm.clamp_min(torch.finfo(U.dtype).tiny)[:, None]
+    moment = hermite_moment(activation, theta_star.shape[0])
+    return norm**activation.degree * moment * torch.prod(unit @ theta_star.T, dim=1)
+
+
+__all__ = ["gaussian_kernel", "hermite3_vanishes", "hermite_moment", "kernel_available", "product_kernel"]
