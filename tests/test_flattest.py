@@ -76,12 +76,35 @@ def test_fast_solver_agrees_with_clarabel(name, noise_std):
     assert abs(fast.duality_gap) <= 1e-6
 
 
+def test_interior_point_stops_at_the_first_certified_vertex():
+    from flatbook.flatness import flatness_weights
+    from flatbook.flattest import _exact_vertex, _lp_interior_point, feature_matrix
+
+    theta, X, y = problem(n=30, m=120)
+    Phi, kappa = feature_matrix(theta, X, "relu"), flatness_weights(theta, X, "relu")
+    tried = []
+
+    def vertex(lam):
+        tried.append(lam)
+        return _exact_vertex(lam, Phi, y, kappa, tight_tols=())
+
+    _, _, early = _lp_interior_point(Phi, y, kappa, vertex=vertex)
+    assert early is not None and len(tried) >= 1
+    full_lam, _, none = _lp_interior_point(Phi, y, kappa)
+    full = _exact_vertex(full_lam, Phi, y, kappa)
+    assert none is None and full is not None
+    torch.testing.assert_close(early[0], full[0], atol=1e-10, rtol=1e-9)  # the same optimal vertex
+    value = float((kappa * early[0].abs()).sum())
+    assert value == pytest.approx(float(early[1] @ y), rel=1e-9)  # zero duality gap: exact
+
+
 def test_newton_falls_back_to_clarabel(monkeypatch):
     import flatbook.flattest as flattest
 
     theta, X, y = problem()
     monkeypatch.setattr(flattest, "_lp_interior_point",
-                        lambda Phi, y, kappa: (torch.zeros_like(y), torch.zeros(Phi.shape[1], dtype=y.dtype)))
+                        lambda Phi, y, kappa, vertex=None: (torch.zeros_like(y),
+                                                            torch.zeros(Phi.shape[1], dtype=y.dtype), None))
     with pytest.warns(SolverFallbackWarning, match="Clarabel"):
         result = flattest_outer_weights(theta, X, y, "relu", solver="newton")
     assert result.solver == "CLARABEL"

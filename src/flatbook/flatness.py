@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from .activations import HomogeneousActivation
+from .activations import HomogeneousActivation, get_activation
 from .backend import as_tensor, check_data, row_chunks
 from .errors import FlatbookInputError, UnboundedFlatnessError
 from .network import TwoLayerNet
@@ -162,13 +162,15 @@ def unit_flatness_weights(u, X, activation):
     return orbit_minimum(2.0 / n * s2, 2.0 / n * ds2, activation.degree)
 
 
-def flatness_weights(theta, X, activation: HomogeneousActivation) -> torch.Tensor:
+def flatness_weights(theta, X, activation: HomogeneousActivation | str) -> torch.Tensor:
     """κ_j with Υ(w) = Σ_j κ_j |ã_j|^p at every interpolator with directions u_j = θ_j/‖θ_j‖ (eq. ``eq-kappa``).
 
     κ_j = (c+1) c^{-c/(c+1)} S_j^{1/(c+1)} T_j^{c/(c+1)},
     S_j = (2/n) Σ_i σ(⟨u_j, x_i⟩)², T_j = (2/n) Σ_i σ'(⟨u_j, x_i⟩)² ‖x_i‖².
-    Only the directions of ``theta`` matter; rows of zeros are rejected.
+    Only the directions of ``theta`` matter; rows of zeros are rejected.  ``activation`` is an
+    activation or its name (as for :func:`~flatbook.flattest.feature_matrix`).
     """
+    activation = get_activation(activation)
     theta = as_tensor(theta, "theta", ndim=2)
     X = as_tensor(X, "X", ndim=2, device=theta.device)
     if X.shape[1] != theta.shape[1]:

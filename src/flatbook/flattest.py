@@ -174,7 +174,7 @@ def _dual_start(Phi, y, kappa, p):
     return torch.exp(log_t) * y
 
 
-def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80):
+def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80, vertex=None):
     """Mehrotra's predictor-corrector method for the p = 1 program, on its normal equations.
 
     With ã = x⁺ − x⁻, x± ≥ 0, the program is the standard-form LP
@@ -185,7 +185,10 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80):
     three residuals are below ``tol``, or when the gap and the dual residual are and
     the primal residual has risen above its best: near the optimum the normal
     equations grow ill-conditioned and further steps only degrade it, while λ,
-    all the vertex needs, has converged.
+    all the vertex needs, has converged.  With ``vertex`` (a function of λ returning
+    an exactly certified vertex or None), it is tried at every iterate whose relative
+    gap is below 1e-4, and the first vertex found ends the iteration (the optimal basis
+    is usually identified well before the gap closes).  Returns (λ, ã, that vertex or None).
     """
     n, m = Phi.shape
     eye = torch.eye(n, dtype=Phi.dtype, device=Phi.device)
@@ -225,6 +228,10 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80):
                 and (primal < tol or primal > best_primal)):
             break
         best_primal = min(best_primal, primal)
+        if vertex is not None and float(x @ s) / (1.0 + abs(float(c @ x))) < 1e-4:
+            found = vertex(lam)
+            if found is not None:
+                return lam, x[:m] - x[m:], found
         D = x / s
         normal = (Phi * (D[:m] + D[m:])) @ Phi.T
         normal += 1e-14 * float(normal.diagonal().max()) * eye
@@ -246,7 +253,7 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80):
         dx, dlam, ds = direction(sigma * mu - x * s - dx * ds)  # corrector
         a_p, a_d = 0.99 * max_step(x, dx), 0.99 * max_step(s, ds)
         x, lam, s = x + a_p * dx, lam + a_d * dlam, s + a_d * ds
-    return lam, x[:m] - x[m:]
+    return lam, x[:m] - x[m:], None
 
 
 def _solve_newton(Phi, y, kappa, p, residual_tol):
@@ -258,8 +265,10 @@ def _solve_newton(Phi, y, kappa, p, residual_tol):
         lam, residual = _dual_newton(_dual_start(Phi, y, kappa, p), Phi, y, kappa, p, 1e-3 * residual_tol)
         status = "optimal" if residual <= residual_tol else f"dual Newton stalled at residual {residual:.1e}"
         return _primal_from_dual(lam, Phi, kappa, p), lam, status
-    lam, _ = _lp_interior_point(Phi, y, kappa)
-    vertex = _exact_vertex(lam, Phi, y, kappa)
+    lam, _, vertex = _lp_interior_point(Phi, y, kappa, vertex=lambda lam: _exact_vertex(lam, Phi, y, kappa,
+                                                                                     tight_tols=()))
+    if vertex is None:
+        vertex = _exact_vertex(lam, Phi, y, kappa)
     if vertex is None:
         return torch.zeros(Phi.shape[1], dtype=Phi.dtype, device=Phi.device), lam, \
             "the interior-point dual did not identify an optimal vertex"

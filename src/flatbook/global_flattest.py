@@ -591,7 +591,7 @@ def _solve_master(master, Phi, y, w, vertex: bool = False):
     interpolate, which it then diagnoses) does HiGHS's simplex solve the master: dense O(n² · columns)
     steps instead of simplex pivots on a dense n × columns matrix (bench/README.md).
     """
-    central, mu = _lp_interior_point(Phi, y, w)
+    central, mu, _ = _lp_interior_point(Phi, y, w)
     solution = None
     if bool(torch.isfinite(central).all()) and bool(torch.isfinite(mu).all()):
         refit = None
