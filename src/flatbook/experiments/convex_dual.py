@@ -13,10 +13,7 @@ Tables:
 - ``balancedness``: for each width m, the flattest interpolator over m random directions
   (an upper bound on Υ*(m)) beside the global flattest interpolator of that width
   (:func:`~flatbook.global_flattest.flattest_interpolator`, one measure split for every width), with
-  their Υ, the proven lower bound, max_j |ã_j| and the number of distinct directions; and, for the
-  *main directions* (those carrying at least a 1/K share of the measure's V, K directions in all, so at
-  least m/K ideal copies), the largest effective weight of their copies and the range of their rounding
-  factors μ_u/m_u (ideal over integer copy count, eq. ``eq-splitting``);
+  their Υ, the proven lower bound, max_j |ã_j| and the number of distinct directions;
 - ``splitting``: the quadratic teacher direction repeated k times in a dictionary, and Υ
   of the flattest interpolator over it (eq. ``eq-splitting`` predicts a fall by k^{p−1}).
 """
@@ -30,9 +27,8 @@ import torch
 
 from .. import flattest_interpolator, flattest_outer_weights, get_activation
 from ..data import single_index
-from ..flatness import orbit_flatness, population_flatness_weight, unit_flatness_weights
+from ..flatness import orbit_flatness, population_flatness_weight
 from ..flattest import other_interpolators
-from ..global_flattest import split_into_copies
 from ..interpolators import random_directions
 from .runner import map_points
 
@@ -130,15 +126,9 @@ def _activation_point(config: Config, name: str, index: int) -> dict:
     ordered = result.effective_a.abs().sort(descending=True).values
     flattest = flattest_interpolator(X, y, activation, max(config.widths), rounds=config.global_rounds, seed=seed + 4)
     balancedness = []
-    weights = flattest.atoms.weights.abs()
-    kappa = unit_flatness_weights(flattest.atoms.directions, X, activation)
-    share = kappa ** (1.0 / result.p) * weights / float((kappa ** (1.0 / result.p) * weights).sum())
-    main = share >= 1.0 / share.shape[0]
     for m in config.widths:
         wide = _solve(activation, teacher, X, y, m, seed + 5)
         best = flattest.at_width(X, y, m)
-        counts = torch.tensor(split_into_copies(flattest.atoms.weights, kappa, result.p, m), dtype=weights.dtype)
-        rounding = (m * share / counts)[main]  # μ_u / m_u: a copy's weight over its ideal share
         balancedness.append(
             {
                 "activation": name,
@@ -154,10 +144,6 @@ def _activation_point(config: Config, name: str, index: int) -> dict:
                 "global_pricing": best.pricing,
                 "global_max_effective_weight": float(best.net.effective_outer_weights().abs().max()),
                 "global_atoms": best.atoms.directions.shape[0],
-                "global_main_directions": int(main.sum()),
-                "global_main_max_effective_weight": float((weights / counts)[main].max()),
-                "global_main_rounding_min": float(rounding.min()),
-                "global_main_rounding_max": float(rounding.max()),
                 "global_measure_value": best.measure_value,
                 "global_vertex_upsilon": flattest.at_width(X, y, best.atoms.directions.shape[0]).upper,
             }
