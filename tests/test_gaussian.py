@@ -124,6 +124,24 @@ def test_exact_population_loss_of_the_product_teacher_agrees_with_monte_carlo(na
     assert abs(exact.value - sampled.value) <= 4 * sampled.stderr
 
 
+def test_product_teacher_with_an_orthogonal_residual():
+    # The He₃ residual along v ⟂ Θ* is orthogonal to the product (independent factors) and, for the
+    # leaky-ReLU family, to the network: the closed form adds η²; ReLU² has h₃ ≠ 0, so Monte Carlo.
+    from flatbook.data import MultiIndexModel, ProductLink, orthogonal_direction, random_orthonormal
+
+    theta_star = random_orthonormal(3, 6, seed=5)
+    model = MultiIndexModel(theta_star, ProductLink(3), noise_std=0.2, residual_std=0.5,
+                            residual_direction=orthogonal_direction(theta_star, seed=6))
+    gen = torch.Generator().manual_seed(7)
+    a, theta = torch.randn(7, generator=gen, dtype=torch.float64) / 2, torch.randn(7, 6, generator=gen,
+                                                                                   dtype=torch.float64)
+    exact = population_loss(TwoLayerNet(a, theta, "relu"), model)
+    assert exact.method == "exact"
+    sampled = population_loss(TwoLayerNet(a, theta, "relu"), model, n_test=400_000, method="monte carlo")
+    assert abs(exact.value - sampled.value) <= 4 * sampled.stderr
+    assert population_loss(TwoLayerNet(a, theta, ACTS["relu2"]), model, n_test=1_000).method == "monte carlo"
+
+
 def test_monte_carlo_where_no_closed_form_and_errors():
     teacher = multi_index_product(5, 2, seed=0)
     net = TwoLayerNet(torch.ones(3, dtype=torch.float64), torch.randn(3, 5, dtype=torch.float64),

@@ -252,7 +252,8 @@ def _ridge_terms(model: MultiIndexModel):
 
 
 def exact_population_loss_available(net, model: MultiIndexModel) -> bool:
-    """Whether :func:`population_loss` has a closed form (eq. ``eq-gaussian-kernels``) for this pair."""
+    """Whether :func:`population_loss` has a closed form (eq. ``eq-gaussian-kernels``, and
+    ``eq-product-kernel`` for the product teacher) for this pair."""
     if isinstance(model.link, ProductLink):  # eq-product-kernel: the network's own kernel is all it needs
         terms = []
     else:

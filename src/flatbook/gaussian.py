@@ -39,7 +39,8 @@ from .activations import HomogeneousActivation, LeakyReLU
 
 
 def _kind(activation: HomogeneousActivation) -> tuple[str, float]:
-    """('leaky', slope) for the ReLU family, ('quadratic', 0), ('relu2', 0), or ('other', 0)."""
+    """('leaky', slope) for the leaky-ReLU family (the ReLU included), ('quadratic', 0), ('relu2', 0), or
+    ('other', 0)."""
     if isinstance(activation, LeakyReLU):
         return "leaky", activation.negative_slope
     if activation.name == "quadratic":
@@ -110,7 +111,8 @@ def hermite_moment(activation: HomogeneousActivation, k: int) -> float:
     Only the part of σ with the parity of k contributes: for the leaky ReLU with slope s the even part
     is (1 − s)|z|/2 and the odd part (1 + s) z/2; for ReLU², z²/2 and z|z|/2; the quadratic is even.
     Each part times the monomials of He_k integrates to Gaussian moments; the polynomial parts give
-    integer sums, so h_k is exactly 0 where it vanishes (e.g. odd k ≥ 3 for the ReLU family).
+    integer sums, so h_k is exactly 0 where it vanishes: odd k ≥ 3 for the leaky-ReLU family (the ReLU
+    included), even k ≥ 4 for ReLU², every k ≠ 0, 2 for the quadratic.
     """
     import numpy as np
 
