@@ -12,7 +12,13 @@ from flatbook import TwoLayerNet, flattest_interpolator, flattest_outer_weights,
 from flatbook.data import single_index
 from flatbook.errors import FlatbookInputError, InfeasibleInterpolationError
 from flatbook.flatness import unit_flatness_weights
-from flatbook.global_flattest import _solve_master, _support_refit, rounding_excess_bound, split_into_copies
+from flatbook.global_flattest import (
+    _master_vertex,
+    _solve_master,
+    _support_refit,
+    rounding_excess_bound,
+    split_into_copies,
+)
 from flatbook.interpolators import random_directions
 from flatbook.relu_cells import activation_patterns, all_activation_patterns, flattest_relu_over_patterns
 from flatbook.weighted_l1 import WeightedL1Master
@@ -78,16 +84,16 @@ def test_interior_point_master_matches_cvxpy_and_is_certified(duplicates):
         weights = np.concatenate([weights, weights[:40], weights[40:60]])
     exact = cvxpy_weighted_l1(columns, y, weights)
     Phi, w, yt = (torch.from_numpy(a) for a in (columns, weights, y))
-    for vertex in (False, True):
-        master = WeightedL1Master(y)
-        master.add(columns, weights)
-        solution, central = _solve_master(master, Phi, yt, w, vertex=vertex)
-        assert solution.value == pytest.approx(exact, rel=1e-6)
-        np.testing.assert_allclose(columns @ solution.mu, y, atol=1e-9)
-        assert float((Phi.T @ central).abs().div(w).max()) <= 1 + 1e-6  # the central dual is (nearly) feasible
-        assert float(central @ yt) == pytest.approx(exact, rel=1e-6)
-        if vertex:
-            assert (np.abs(solution.mu) > 0).sum() <= 25  # a vertex: at most n columns
+    master = WeightedL1Master(y)
+    master.add(columns, weights)
+    solution, central = _solve_master(master, Phi, yt, w)
+    assert float((Phi.T @ central).abs().div(w).max()) <= 1 + 1e-6  # the central dual is (nearly) feasible
+    assert float(central @ yt) == pytest.approx(exact, rel=1e-6)
+    vertex = _master_vertex(master, Phi, yt, w, central)
+    assert (np.abs(vertex.mu) > 0).sum() <= 25  # a vertex: at most n columns
+    for found in (solution, vertex):
+        assert found.value == pytest.approx(exact, rel=1e-6)
+        np.testing.assert_allclose(columns @ found.mu, y, atol=1e-9)
 
 
 def test_support_refit_is_rejected_unless_certified():

@@ -386,7 +386,9 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             directions, Phi, w = directions[keep], Phi[:, keep], w[keep]
             solution = dataclasses.replace(solution, mu=solution.mu[keep])
     bar.close()
-    solution, _ = _solve_master(master, Phi, y, w, vertex=True)
+    # The last central dual is the master's over these columns (or over a superset, before pruning, which
+    # kept the support): the optimal vertex is read off it without solving again.
+    solution = _master_vertex(master, Phi, y, w, central)
     mu = torch.as_tensor(solution.mu, dtype=X.dtype, device=device)
     on = mu.abs() > 1e-12 * float(mu.abs().max())
     atom_dirs, atom_weights = directions[on], mu[on]
@@ -579,34 +581,36 @@ def _slide(U, X, y, activation, project, steps: int = 20, angle: float = 0.1):
     return U.detach(), current
 
 
-def _solve_master(master, Phi, y, w, vertex: bool = False):
+def _solve_master(master, Phi, y, w):
     """The restricted master (eq. ``eq-measure-program`` on the current columns): (MasterSolution, λ_c).
 
     Mehrotra's interior point on the n × n normal equations gives the central dual λ_c, which pricing
-    uses, and a primal iterate near the centre of the optimal face.  During column generation that
-    iterate's support, refitted to interpolate exactly, is the solution when its value is certified
-    optimal by λ_c (:func:`_support_refit`); ``vertex=True`` (the final atoms), or a refit that is not
-    certified, reads the optimal vertex off λ_c instead (complementary slackness, see
-    :func:`~flatbook.flattest._exact_vertex`).  Only when neither works (e.g. columns that cannot
-    interpolate, which it then diagnoses) does HiGHS's simplex solve the master: dense O(n² · columns)
-    steps instead of simplex pivots on a dense n × columns matrix (bench/README.md).
+    uses, and a primal iterate near the centre of the optimal face.  That iterate's support, refitted
+    to interpolate exactly, is the solution when its value is certified optimal by λ_c
+    (:func:`_support_refit`); otherwise the optimal vertex is read off λ_c (:func:`_master_vertex`).
+    Dense O(n² · columns) steps instead of simplex pivots on a dense n × columns matrix (bench/README.md).
     """
     central, mu, _ = _lp_interior_point(Phi, y, w)
-    solution = None
-    if bool(torch.isfinite(central).all()) and bool(torch.isfinite(mu).all()):
-        refit = None
-        if not vertex:
-            # weak duality: λ_c scaled into the dual feasible set bounds the master's optimum from below
-            lower = float(central @ y) / max(1.0, float(((Phi.T @ central).abs() / w).max()))
-            refit = _support_refit(mu, Phi, y, w, lower)
-        solution = (refit, central) if refit is not None else _exact_vertex(central, Phi, y, w)
-    if solution is None:
-        highs = master.solve()
-        if not bool(torch.isfinite(central).all()):
-            central = torch.as_tensor(highs.dual, dtype=Phi.dtype, device=Phi.device)
-        return highs, central
-    mu, dual = solution
-    return MasterSolution(mu=mu.cpu().numpy(), dual=dual.cpu().numpy(), value=float(w @ mu.abs())), central
+    if not (bool(torch.isfinite(central).all()) and bool(torch.isfinite(mu).all())):
+        highs = master.solve()  # diagnoses columns that cannot interpolate
+        return highs, torch.as_tensor(highs.dual, dtype=Phi.dtype, device=Phi.device)
+    # weak duality: λ_c scaled into the dual feasible set bounds the master's optimum from below
+    lower = float(central @ y) / max(1.0, float(((Phi.T @ central).abs() / w).max()))
+    refit = _support_refit(mu, Phi, y, w, lower)
+    if refit is None:
+        return _master_vertex(master, Phi, y, w, central), central
+    return MasterSolution(mu=refit.cpu().numpy(), dual=central.cpu().numpy(), value=float(w @ refit.abs())), central
+
+
+def _master_vertex(master, Phi, y, w, central) -> MasterSolution:
+    """The master's optimal vertex read off a dual point λ_c of the same or a larger column set
+    (complementary slackness, :func:`~flatbook.flattest._exact_vertex`); HiGHS's simplex when none is
+    identified (it also diagnoses columns that cannot interpolate)."""
+    vertex = _exact_vertex(central, Phi, y, w)
+    if vertex is None:
+        return master.solve()
+    mu, dual = vertex
+    return MasterSolution(mu=mu.cpu().numpy(), dual=dual.cpu().numpy(), value=float(w @ mu.abs()))
 
 
 def _support_refit(mu, Phi, y, w, lower, thresholds=(1e-6, 1e-8, 1e-10), rtol: float = 1e-7):
