@@ -87,3 +87,28 @@ def test_derivative_squared_is_the_square_of_the_derivative(activation):
     activation = get_activation(activation)
     z = torch.cat([torch.linspace(-3, 3, 61, dtype=torch.float64), torch.zeros(1, dtype=torch.float64)])
     assert torch.equal(activation.derivative_squared(z), activation.derivative(z).square())
+
+
+@pytest.mark.parametrize("activation", ["relu", "quadratic", get_activation("leaky_relu", negative_slope=0.1),
+                                        get_activation("relu_power", c=1.5)])
+def test_curvature_sums_are_the_trace_sums(activation):
+    """The per-neuron sums of the trace, Σ_i σ(z_ij)² and Σ_i w_i σ'(z_ij)², from their definition; the ReLU's
+    in-place path included, on a block with exact zeros (σ'(0) = 0)."""
+    activation = get_activation(activation)
+    z = torch.randn(37, 11, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    z[::5, ::3] = 0.0
+    weights = torch.rand(37, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    sigma2 = activation(z).square().sum(dim=0)
+    dsigma2 = (weights[:, None] * activation.derivative(z).square()).sum(dim=0)
+    got = activation.curvature_sums(z.clone(), weights)
+    assert torch.allclose(got[0], sigma2, rtol=1e-13, atol=0) and torch.allclose(got[1], dsigma2, rtol=1e-13, atol=0)
+
+
+def test_relu_curvature_sums_under_autograd():
+    """With a pre-activation block that requires grad, the sums are differentiable (no in-place pass)."""
+    relu = get_activation("relu")
+    z = torch.randn(9, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(2), requires_grad=True)
+    weights = torch.ones(9, dtype=torch.float64)
+    sigma2, _ = relu.curvature_sums(z, weights)
+    (gradient,) = torch.autograd.grad(sigma2.sum(), z)
+    assert torch.allclose(gradient, 2 * torch.relu(z.detach()))

@@ -60,6 +60,13 @@ class HomogeneousActivation(Named):
         """σ'(z)², the per-sample factor of the trace's curvature term (book eq. ``eq-trace``)."""
         return self.derivative(z).square()
 
+    def curvature_sums(self, z: torch.Tensor, weights: torch.Tensor, sigma: torch.Tensor | None = None):
+        """(Σ_i σ(z_ij)², Σ_i weights_i σ'(z_ij)²) for a block z of pre-activations (rows × neurons): the
+        per-neuron sums of the trace (book eq. ``eq-trace``, with weights_i = ‖x_i‖²).  ``sigma`` = σ(z)
+        if already computed.  May overwrite z."""
+        sigma = self(z) if sigma is None else sigma
+        return torch.linalg.vector_norm(sigma, dim=0).square(), weights @ self.derivative_squared(z)
+
     @property
     def p(self) -> float:
         """Exponent of the orbit-minimal flatness, p = 2c / (c + 1)."""
@@ -101,6 +108,15 @@ class LeakyReLU(HomogeneousActivation):
 
     def second_derivative(self, z):
         return torch.zeros_like(z)
+
+    def curvature_sums(self, z, weights, sigma=None):
+        if self.negative_slope != 0 or (z.requires_grad and torch.is_grad_enabled()):
+            return super().curvature_sums(z, weights, sigma)
+        # The ReLU in place: z → max(z, 0) → 1{z > 0} = σ'(z)² (two passes over z, no temporaries); not
+        # under autograd, which needs the max(z, 0) that the second pass overwrites.
+        torch.relu_(z)
+        sum_sigma2 = torch.linalg.vector_norm(z, dim=0).square()
+        return sum_sigma2, weights @ z.sign_()
 
     def gaussian_moments(self):
         # σ² = z² and σ'² = 1 on z > 0; slope² times the same on z < 0.

@@ -39,9 +39,10 @@ __all__ = [
 ]
 
 
-#: entries of one (rows × m) block of pre-activations: 8 MB of float64, so the block's temporaries come from
-#: the allocator's heap instead of fresh pages (2**22 was 15 % slower at n = 2000, m = 8000)
-TRACE_BLOCK_ENTRIES = 2**20
+#: entries of one (rows × m) block of pre-activations: 16 MB of float64.  With the ReLU's in-place sums
+#: (:meth:`~flatbook.activations.HomogeneousActivation.curvature_sums`) 2**21 was 10-20 % faster than 2**20 at
+#: n = 2000, m = 8000 and n = m = 5000 (bench/README.md); 2**22 was slower (fresh pages for each temporary).
+TRACE_BLOCK_ENTRIES = 2**21
 
 
 def _neuron_sums(theta, X, activation, a=None, y=None):
@@ -56,12 +57,14 @@ def _neuron_sums(theta, X, activation, a=None, y=None):
         Xc = X[rows]
         z = Xc @ theta.T
         sq_norms = (Xc * Xc).sum(dim=1)
-        sigma = activation(z)
+        sigma = None
         if a is not None and activation.degree != 1.0:  # for c = 1, σ'' = 0 and the residual term vanishes
+            sigma = activation(z)
             residuals = sigma @ a - y[rows]
             sum_r_d2sigma += (residuals * sq_norms) @ activation.second_derivative(z)
-        sum_sigma2 += torch.linalg.vector_norm(sigma, dim=0).square()
-        sum_dsigma2 += sq_norms @ activation.derivative_squared(z)
+        block_sigma2, block_dsigma2 = activation.curvature_sums(z, sq_norms, sigma)  # may overwrite z
+        sum_sigma2 += block_sigma2
+        sum_dsigma2 += block_dsigma2
     return sum_sigma2, sum_dsigma2, sum_r_d2sigma
 
 
