@@ -31,7 +31,7 @@ from flatbook import TwoLayerNet, get_activation, hessian_trace
 from flatbook.backend import default_device
 from flatbook.network import forward
 
-from common import header, timed
+from common import fastest, header, timed
 
 try:
     from pyhessian import hessian as PyHessian
@@ -105,8 +105,8 @@ def autograd_exact(net, X, y):
 
 
 def best_time(fn, repeats=15):
-    """The fastest of ``repeats`` runs (seconds): the least disturbed measurement of a short computation."""
-    return min(timed(fn)[1] for _ in range(repeats))
+    """The fastest of ``repeats`` runs (seconds)."""
+    return fastest(fn, repeats=repeats)[1]
 
 
 def floor_time(net, X):
