@@ -152,3 +152,27 @@ def test_monte_carlo_where_no_closed_form_and_errors():
         population_loss(net, teacher, method="exact")
     with pytest.raises(FlatbookInputError, match="method must be"):
         population_loss(net, teacher, method="quadrature")
+
+
+@pytest.mark.parametrize("teacher", [sum_of_single_index(5, 2, link="relu", noise_std=0.2, seed=3),
+                                     multi_index_product(5, k=3, noise_std=0.2, seed=3)])
+def test_exact_population_loss_merges_copies_and_drops_zero_weights(teacher):
+    """Copies of a neuron (a flattest interpolator split over its width) and zero outer weights change nothing:
+    the loss equals aᵀKa − 2aᵀk + L₀ summed over all 11 neurons, with k_j from one-neuron networks
+    (L(σ(⟨θ_j, ·⟩)) = K_jj − 2k_j + L₀) and L₀ the zero predictor's loss; and Monte Carlo agrees."""
+    relu = get_activation("relu")
+    gen = torch.Generator().manual_seed(4)
+    theta = torch.randn(4, 5, generator=gen, dtype=torch.float64)
+    copies = torch.tensor([3, 1, 2, 5])
+    a = torch.repeat_interleave(torch.tensor([0.7, -0.4, 0.0, 1.1], dtype=torch.float64) / copies, copies)
+    net = TwoLayerNet(a, torch.repeat_interleave(theta, copies, dim=0), relu)
+    one = torch.ones(1, dtype=torch.float64)
+    zero_loss = population_loss(TwoLayerNet(0 * one, theta[:1], relu), teacher).value
+    K = gaussian_kernel(relu, net.theta, relu, net.theta)
+    k = torch.tensor([(zero_loss + float(K[j, j]) - population_loss(TwoLayerNet(one, net.theta[j:j + 1], relu),
+                                                                   teacher).value) / 2 for j in range(net.width)],
+                     dtype=torch.float64)
+    exact = population_loss(net, teacher)
+    assert exact.value == pytest.approx(float(a @ K @ a - 2 * a @ k) + zero_loss, rel=1e-12)
+    sampled = population_loss(net, teacher, n_test=200_000, method="monte carlo")
+    assert abs(exact.value - sampled.value) <= 4 * sampled.stderr

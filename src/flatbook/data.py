@@ -272,14 +272,25 @@ def exact_population_loss_available(net, model: MultiIndexModel) -> bool:
 KERNEL_BLOCK_ENTRIES = 2_000_000
 
 
+def _distinct_neurons(a, theta):
+    """(a', θ') with the same function Σ_j a_j σ(⟨θ_j, x⟩): zero outer weights dropped, equal rows of θ merged."""
+    active = a != 0
+    theta, inverse = torch.unique(theta[active], dim=0, return_inverse=True)
+    return torch.zeros(theta.shape[0], dtype=a.dtype, device=a.device).index_add_(0, inverse, a[active]), theta
+
+
 def _exact_population_loss(net, model: MultiIndexModel, chunk: int | None = None) -> float:
     """E (h − f*)² + η² + τ² = aᵀK a − 2 aᵀk + E f*² + η² + τ² with the Gaussian kernels of
     :mod:`flatbook.gaussian` (the residual, orthogonal to h and f*, adds its variance η²); for the
-    product teacher k is eq. ``eq-product-kernel`` and E f*² = 1."""
-    a, theta, act = net.a, net.theta, net.activation
-    chunk = chunk or max(1, KERNEL_BLOCK_ENTRIES // net.width)
+    product teacher k is eq. ``eq-product-kernel`` and E f*² = 1.  Neurons with a_j = 0 are left out and
+    copies of one θ_j merged (their a_j summed), both exactly: a sparse flattest interpolator or one split
+    into copies costs O(K² d) for its K distinct neurons, not O(m² d)."""
+    act = net.activation
+    a, theta = _distinct_neurons(net.a, net.theta)
+    width = theta.shape[0]
+    chunk = chunk or max(1, KERNEL_BLOCK_ENTRIES // max(1, width))
     quadratic = 0.0
-    for start in range(0, net.width, chunk):  # aᵀKa in row blocks: O(chunk·m) memory
+    for start in range(0, width, chunk):  # aᵀKa in row blocks: O(chunk·m) memory
         rows = slice(start, start + chunk)
         quadratic += float(a[rows] @ (gaussian_kernel(act, theta[rows], act, theta) @ a))
     if isinstance(model.link, ProductLink):
