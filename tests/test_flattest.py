@@ -98,6 +98,29 @@ def test_interior_point_stops_at_the_first_certified_vertex():
     assert value == pytest.approx(float(early[1] @ y), rel=1e-9)  # zero duality gap: exact
 
 
+@pytest.mark.slow
+def test_vertex_with_a_round_off_dual_violation_is_certified():
+    """Chapter 5's paper grid point (single-index, leaky ReLU, n = 500, ρ* = 0.9): the optimal basis is
+    identified, but on its ill-conditioned Φ_S (condition ~3e5) the basis dual violates a constraint by
+    1.5e-12 of round-off.  Scaled into the feasible set it certifies the vertex to a relative gap < 1e-9,
+    so the fast solver no longer falls back to Clarabel here (it did, until this test)."""
+    import warnings
+    from dataclasses import replace
+
+    from flatbook.experiments import paper_experiments as pe
+
+    config = replace(pe.CONFIGS["paper"], n=500)
+    teacher = pe.teacher_for("single-index, LeakyReLU", config, 0)
+    X, y = teacher.sample(config.n, seed=1000)
+    i = [round(float(r), 2) for r in config.rhos].index(0.9)
+    directions = pe.directions_with_alignment(teacher.theta_star, 2 * config.n, float(config.rhos[i]), seed=i + 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SolverFallbackWarning)
+        result = flattest_outer_weights(directions, X, y, "leaky_relu")
+    assert result.solver == "newton" and result.status == "optimal"
+    assert abs(result.duality_gap) <= 1e-9 and result.support_size <= config.n
+
+
 def test_newton_falls_back_to_clarabel(monkeypatch):
     import flatbook.flattest as flattest
 
