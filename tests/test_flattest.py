@@ -99,11 +99,13 @@ def test_interior_point_stops_at_the_first_certified_vertex():
 
 
 @pytest.mark.slow
-def test_vertex_with_a_round_off_dual_violation_is_certified():
-    """Chapter 5's paper grid point (single-index, leaky ReLU, n = 500, ρ* = 0.9): the optimal basis is
-    identified, but on its ill-conditioned Φ_S (condition ~3e5) the basis dual violates a constraint by
-    1.5e-12 of round-off.  Scaled into the feasible set it certifies the vertex to a relative gap < 1e-9,
-    so the fast solver no longer falls back to Clarabel here (it did, until this test)."""
+@pytest.mark.parametrize("rho", [0.6, 0.9])
+def test_nearly_degenerate_vertices_are_certified(rho):
+    """Chapter 5's paper grid points (single-index, leaky ReLU, n = 500) where the fast solver fell back to
+    Clarabel until these tests.  At ρ* = 0.9 the optimal basis is identified, but on its ill-conditioned Φ_S
+    (condition ~3e5) the basis dual violates a constraint by 1.5e-12 of round-off: scaled into the feasible
+    set it certifies the vertex to a relative gap < 1e-9.  At ρ* = 0.6 one optimal weight is ~1e-8 and the
+    dual ratios rank a wrong column n-th; the interior point's primal iterate ranks the right one."""
     import warnings
     from dataclasses import replace
 
@@ -112,7 +114,7 @@ def test_vertex_with_a_round_off_dual_violation_is_certified():
     config = replace(pe.CONFIGS["paper"], n=500)
     teacher = pe.teacher_for("single-index, LeakyReLU", config, 0)
     X, y = teacher.sample(config.n, seed=1000)
-    i = [round(float(r), 2) for r in config.rhos].index(0.9)
+    i = [round(float(r), 2) for r in config.rhos].index(rho)
     directions = pe.directions_with_alignment(teacher.theta_star, 2 * config.n, float(config.rhos[i]), seed=i + 1)
     with warnings.catch_warnings():
         warnings.simplefilter("error", SolverFallbackWarning)

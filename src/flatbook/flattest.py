@@ -265,25 +265,45 @@ def _solve_newton(Phi, y, kappa, p, residual_tol):
         lam, residual = _dual_newton(_dual_start(Phi, y, kappa, p), Phi, y, kappa, p, 1e-3 * residual_tol)
         status = "optimal" if residual <= residual_tol else f"dual Newton stalled at residual {residual:.1e}"
         return _primal_from_dual(lam, Phi, kappa, p), lam, status
-    lam, _, vertex = _lp_interior_point(Phi, y, kappa, vertex=lambda lam: _exact_vertex(lam, Phi, y, kappa,
-                                                                                     tight_tols=()))
+    lam, primal, vertex = _lp_interior_point(Phi, y, kappa, vertex=lambda lam: _exact_vertex(lam, Phi, y, kappa,
+                                                                                          tight_tols=()))
     if vertex is None:
-        vertex = _exact_vertex(lam, Phi, y, kappa)
+        vertex = _exact_vertex(lam, Phi, y, kappa, primal=primal)
     if vertex is None:
         return torch.zeros(Phi.shape[1], dtype=Phi.dtype, device=Phi.device), lam, \
             "the interior-point dual did not identify an optimal vertex"
     return vertex[0], vertex[1], "optimal"
 
 
-def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4)):
+def _basis_vertex(S, signs, Phi, y, kappa):
+    """The vertex of basis S (n columns) with dual signs ``signs``, certified, or None: Φ_S ã_S = y and
+    Φ_Sᵀ λ = κ_S signs; the signs of ã_S must agree, and λ, scaled into the feasible set (it may violate a
+    constraint by round-off on an ill-conditioned Φ_S), must leave a relative gap of at most 1e-9."""
+    try:
+        a_S = torch.linalg.solve(Phi[:, S], y)
+        lam_S = torch.linalg.solve(Phi[:, S].T, kappa[S] * signs)
+    except RuntimeError:  # singular Φ_S: a degenerate vertex
+        return None
+    lam_S = lam_S / max(1.0, float(((Phi.T @ lam_S).abs() / kappa).max()))
+    primal, dual = float((kappa[S] * a_S.abs()).sum()), float(lam_S @ y)
+    if not (bool((a_S * signs >= 0).all()) and abs(primal - dual) <= 1e-9 * primal):
+        return None
+    a = torch.zeros(Phi.shape[1], dtype=Phi.dtype, device=Phi.device)
+    a[S] = a_S
+    return a, lam_S
+
+
+def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swaps: int = 4):
     """The optimal vertex of the p = 1 program identified from an approximate dual λ, or None.
 
     Complementary slackness: ã_j ≠ 0 only where the dual constraint is tight,
     |v_j| = κ_j with v = Φᵀλ.  A non-degenerate optimum is a vertex with n
-    tight constraints, so take S = the n largest |v_j|/κ_j, solve Φ_S ã_S = y
-    and Φ_Sᵀ λ = κ_S sign(v_S).  If the signs agree and λ, scaled into the feasible set,
-    leaves a relative gap of at most 1e-9, (ã, λ) is a certified primal-dual pair (the
-    gap is zero but for round-off).  A degenerate optimum (fewer
+    tight constraints, so take S = the n largest |v_j|/κ_j and certify it
+    (:func:`_basis_vertex`).  With an approximate primal iterate ``primal`` (the
+    interior point's ã), the bases of its n largest |ã_j|, and of its n − 1 largest
+    with each of the next ``swaps`` in turn, are tried too: at a nearly degenerate
+    optimum (a weight ~1e-8) the dual ratios can rank a wrong column n-th.  A
+    degenerate optimum (fewer
     than n non-zero weights, e.g. noiseless labels that a few neurons fit), or a
     non-unique one, is read off the tight set T = {|v_j| ≥ (1 − tight_tol) κ_j}:
     a sign-consistent ã_T with Φ_T ã_T = y (non-negative least squares) is
@@ -297,18 +317,17 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4)):
     ratio = v.abs() / kappa
     a = torch.zeros(Phi.shape[1], dtype=Phi.dtype, device=Phi.device)
     S = torch.topk(ratio, n).indices
-    try:
-        a_S = torch.linalg.solve(Phi[:, S], y)
-        lam_S = torch.linalg.solve(Phi[:, S].T, kappa[S] * torch.sign(v[S]))
-        # λ_S scaled into the dual feasible set (it may violate a constraint by round-off on an ill-conditioned
-        # Φ_S): its value is then a lower bound on the optimum (weak duality), whatever that violation was.
-        lam_S = lam_S / max(1.0, float(((Phi.T @ lam_S).abs() / kappa).max()))
-        primal, dual = float((kappa[S] * a_S.abs()).sum()), float(lam_S @ y)
-        if bool((a_S * v[S] >= 0).all()) and abs(primal - dual) <= 1e-9 * primal:
-            a[S] = a_S
-            return a, lam_S
-    except RuntimeError:  # singular Φ_S: a degenerate vertex
-        pass
+    found = _basis_vertex(S, torch.sign(v[S]), Phi, y, kappa)
+    if found is None and primal is not None:
+        order = torch.argsort(primal.abs(), descending=True)
+        candidates = [order[:n]] + [torch.cat([order[:n - 1], order[k:k + 1]]) for k in range(n, n + swaps)
+                                    if k < order.shape[0]]
+        for S in candidates:
+            found = _basis_vertex(S, torch.sign(primal[S]), Phi, y, kappa)
+            if found is not None:
+                break
+    if found is not None:
+        return found
     # Degenerate optimum: any interpolator on the tight set T = {|v_j| ≥ (1 − tight_tol) max|v|/κ} whose
     # signs agree with v is optimal (complementary slackness): a non-negative least-squares problem in
     # b = sign(v_T) ã_T.  It covers fewer than n tight columns (a sparse optimum) and more than n (a

@@ -598,15 +598,16 @@ def _solve_master(master, Phi, y, w):
     lower = float(central @ y) / max(1.0, float(((Phi.T @ central).abs() / w).max()))
     refit = _support_refit(mu, Phi, y, w, lower)
     if refit is None:
-        return _master_vertex(master, Phi, y, w, central), central
+        return _master_vertex(master, Phi, y, w, central, primal=mu), central
     return MasterSolution(mu=refit.cpu().numpy(), dual=central.cpu().numpy(), value=float(w @ refit.abs())), central
 
 
-def _master_vertex(master, Phi, y, w, central) -> MasterSolution:
+def _master_vertex(master, Phi, y, w, central, primal=None) -> MasterSolution:
     """The master's optimal vertex read off a dual point λ_c of the same or a larger column set
-    (complementary slackness, :func:`~flatbook.flattest._exact_vertex`); HiGHS's simplex when none is
+    (complementary slackness, :func:`~flatbook.flattest._exact_vertex`, which also tries the bases of the
+    interior point's ``primal`` iterate when given); HiGHS's simplex when none is
     identified (it also diagnoses columns that cannot interpolate)."""
-    vertex = _exact_vertex(central, Phi, y, w)
+    vertex = _exact_vertex(central, Phi, y, w, primal=primal)
     if vertex is None:
         return master.solve()
     mu, dual = vertex
