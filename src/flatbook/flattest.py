@@ -303,8 +303,8 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swap
     interior point's ã), the bases of its n largest |ã_j|, and of its n − 1 largest
     with each of the next ``swaps`` in turn, are tried too: at a nearly degenerate
     optimum (a weight ~1e-8) the dual ratios can rank a wrong column n-th.  A
-    degenerate optimum (fewer
-    than n non-zero weights, e.g. noiseless labels that a few neurons fit), or a
+    degenerate optimum (fewer than n non-zero weights, e.g. noiseless labels
+    that a few neurons fit), or a
     non-unique one, is read off the tight set T = {|v_j| ≥ (1 − tight_tol) κ_j}:
     a sign-consistent ã_T with Φ_T ã_T = y (non-negative least squares) is
     optimal, and λ, scaled into the feasible set, certifies it up to the

@@ -268,8 +268,8 @@ def mirror_descent(net: TwoLayerNet, X, y, *, loss="logistic", outer: Potential 
             trial = None
         # Stuck: no step of 2^-200 times the last decreases the loss, or the step accepted is below round-off
         # (the parameters did not change although the gradient is not zero, so every later step repeats it).
-        frozen = trial is not None and adaptive and torch.equal(trial.a, state.a) and \
-            torch.equal(trial.theta, state.theta) and bool(grad_a.any() or grad_theta.any())
+        frozen = trial is not None and adaptive and trial.loss == state.loss and torch.equal(trial.a, state.a) \
+            and torch.equal(trial.theta, state.theta) and bool(grad_a.any() or grad_theta.any())
         if trial is None or frozen:
             if state.loss <= ROUND_OFF * run.history[0]["loss"]:  # at the floor of the mirror maps' round trip
                 run.stopped = "round-off"
