@@ -20,14 +20,14 @@ interpolates the data, every direction allowed.  Book, chapter 2, section
 :func:`flattest_interpolator` solves the measure program by column generation: a weighted-ℓ1
 master over the directions found so far (:class:`~flatbook.weighted_l1.WeightedL1Master`,
 warm-started), pricing by multi-start ascent of G_λ started at the master's support atoms
-(which slides them) and at fresh directions, at a smoothed dual point (Wentges' stabilisation:
-halfway between the master's dual and the best dual point so far), pruning of columns that
-stay far from tight.  The lower bound is *proven* only with a proven supremum: exact pricing
-(ReLU family, admissible directions in a subspace of dimension ≤ 3) or the Cauchy-Schwarz
-bound of :func:`~flatbook.pricing.dual_ratio_bound`; the bound from the largest ratio that the
-ascent found is reported separately as an estimate.  Then the atoms are split into integer
-copies (greedy, which is optimal for the separable convex allocation), giving a network of
-exactly the requested width.
+(which slides them) and at fresh directions, at the master's central (interior-point) dual; with
+exact pricing every face's best direction is known, and up to 2n of the most violated join the
+master in one round; pruning of columns that stay far from tight.  The lower bound is *proven*
+only with a proven supremum: exact pricing (ReLU family, admissible directions in a subspace
+of dimension ≤ 3) or the Cauchy-Schwarz bound of :func:`~flatbook.pricing.dual_ratio_bound`; the
+bound from the largest ratio that the ascent found is reported separately as an estimate.  Then
+the atoms are split into integer copies (greedy, which is optimal for the separable convex
+allocation), giving a network of exactly the requested width.
 """
 
 from __future__ import annotations
@@ -285,6 +285,9 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     r = basis.shape[1]
     pricing = _pricing_mode(activation, project, basis, d, exact_pricing)
     exact = pricing == "exact"
+    # Exact pricing knows the best direction of every face: up to 2n cuts per round, and a master
+    # that holds enough of them (pruning them by tightness at one dual point makes the bound cycle).
+    max_new, cap_factor = (2 * n, 80) if exact else (64, 20)
     gen = torch.Generator().manual_seed(seed)
 
     warm = [_nuclear_norm_directions(X, y, basis)] if activation.name == "quadratic" else []
@@ -338,7 +341,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         sup_estimate = max(float(values.max()), float(((Phi.T @ lam).abs() / w).max()))
         if exact:
             sup_proven, u_exact, v_exact = exact_dual_ratio_sup(lam, X, activation, basis if r < d else None,
-                                                                top=pricing_starts)
+                                                                top=max_new)
             found, values = torch.cat([found, u_exact]), torch.cat([values, v_exact])
             sup_estimate = max(sup_estimate, sup_proven)
         else:
@@ -362,7 +365,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             best["estimate"] = max(best["estimate"], value / sup_estimate)
             best["proven"] = max(best["proven"], value / sup_proven)
         target = best["proven"] if exact else best["estimate"]
-        new = _new_columns(found, values, directions, activation, X)
+        new = _new_columns(found, values, directions, activation, X, max_new)
         if slide_steps > 0:
             basic = _basic_directions(directions, Phi, w, solution, n)
             if basic is not None:
@@ -380,7 +383,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         master.add(Phi_new.cpu().numpy(), w_new.cpu().numpy())
         directions, Phi, w = torch.cat([directions, new]), torch.cat([Phi, Phi_new], 1), torch.cat([w, w_new])
         solution, central = _solve_master(master, Phi, y, w)
-        keep = _prune(master, solution, central, Phi, w, n)
+        keep = _prune(master, solution, central, Phi, w, n, cap_factor)
         if keep is not None:  # the support stays, so the vertex stays optimal and the central dual feasible
             master.remove(keep)
             directions, Phi, w = directions[keep], Phi[:, keep], w[keep]
@@ -432,7 +435,7 @@ def _assemble(atoms, X, y, activation, width, measure_lower, measure_lower_estim
         pricing=pricing, rounds=rounds, history=history, activation=activation, tol=tol)
 
 
-def _new_columns(found, values, directions, activation, X, max_new: int = 64):
+def _new_columns(found, values, directions, activation, X, max_new: int):
     """The best distinct directions with dual ratio above 1 that the master does not already hold.
 
     For the quadratic σ(−z) = σ(z), so u and −u give the same column and count as one.
@@ -642,7 +645,7 @@ def _basic_directions(directions, Phi, w, solution, n):
     return directions[torch.argsort(ratio, descending=True)[:n]]
 
 
-def _prune(master, solution, central, Phi, w, n, cap_factor: int = 20):
+def _prune(master, solution, central, Phi, w, n, cap_factor: int):
     """Keep mask once the master exceeds ``cap_factor``·n + 500 columns: the support, then the half of
     the cap that is tightest at the central dual the pricing used.  Those are the cuts that shrink the
     restricted dual's optimal face towards a dual point feasible for every direction; dropping them
