@@ -221,25 +221,32 @@ def _arrangement_faces(Xr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, to
     return rays, ray_patterns, torch.cat(spans), torch.cat(patterns)
 
 
-def _face_values(lam, Xr, sq_norms, U, patterns, slope):
+def _face_values(lam, Xr, sq_norms, U, patterns, slope, both_signs: bool = False):
     """G_λ at directions U (F, r) taken on the face with the given sign patterns (F, n).
 
     Uses the face's slopes s_i = σ'(pattern_i) (σ'(0) = the negative slope) rather than the
     signs of ⟨u, x_i⟩, so a stationary point that lies on a face up to round-off gets the face's
-    value, never a smaller one.  Returns −1 where U lies clearly outside its face.
+    value, never a smaller one.  Returns −1 where U lies clearly outside its face.  With
+    ``both_signs``, returns the values of U and of −U on the same faces: G_λ there depends on
+    the face's slopes and on |⟨λ, s z⟩|, the same for both, so only the inside tests differ.
     """
     n = Xr.shape[0]
     z = (U @ Xr.T) * (patterns != 0)
-    scale = torch.sqrt(sq_norms)[None, :] * torch.linalg.vector_norm(U, dim=1, keepdim=True)
-    inside = ((z * patterns) >= -1e-9 * scale).all(dim=1)
     s = torch.where(patterns > 0, torch.ones_like(z), torch.full_like(z, slope))
-    numerator = (lam[None, :] * s * z).sum(1).abs()
-    S = 2.0 / n * ((s * z) ** 2).sum(1)
-    T = 2.0 / n * (s**2 * sq_norms[None, :]).sum(1)
+    T = 2.0 / n * ((s * s) @ sq_norms)
+    z_on_face = z * patterns
+    sz = z.mul_(s)
+    numerator = (sz @ lam).abs()
+    S = 2.0 / n * (sz * sz).sum(1)
     kappa = 2.0 * torch.sqrt(S * T)
     value = torch.where(kappa > 0, numerator / torch.where(kappa > 0, kappa, torch.ones_like(kappa)),
                         torch.zeros_like(kappa))
-    return torch.where(inside, value, torch.full_like(value, -1.0))
+    margin = 1e-9 * torch.sqrt(sq_norms)[None, :] * torch.linalg.vector_norm(U, dim=1, keepdim=True)
+    outside = torch.tensor(-1.0, dtype=value.dtype, device=value.device)
+    plus = torch.where((z_on_face >= -margin).all(dim=1), value, outside)
+    if not both_signs:
+        return plus
+    return plus, torch.where((z_on_face <= margin).all(dim=1), value, outside)
 
 
 def exact_dual_ratio_sup(lam, X, activation: HomogeneousActivation, basis: torch.Tensor | None = None,
@@ -277,14 +284,14 @@ def exact_dual_ratio_sup(lam, X, activation: HomogeneousActivation, basis: torch
     outer = (Xr[:, :, None] * Xr[:, None, :]).reshape(-1, r * r)  # x_i x_iᵀ, one row per sample
     kept_values, kept_u = torch.empty(0, dtype=X.dtype, device=X.device), Xr[:0]
 
-    def consider(U, pats):
+    def consider(U, values):
         nonlocal kept_values, kept_u
-        values = torch.cat([kept_values, _face_values(lam, Xr, sq_norms, U, pats, slope)])
+        values = torch.cat([kept_values, values])
         candidates = torch.cat([kept_u, U])
         order = torch.topk(values, min(top, values.shape[0])).indices
         kept_values, kept_u = values[order], candidates[order]
 
-    consider(rays, ray_patterns)
+    consider(rays, _face_values(lam, Xr, sq_norms, rays, ray_patterns, slope))
     for start in range(0, patterns.shape[0], chunk):
         pat = patterns[start:start + chunk]
         span = spans[start:start + chunk]
@@ -297,8 +304,8 @@ def exact_dual_ratio_sup(lam, X, activation: HomogeneousActivation, basis: torch
         rhs = span.transpose(1, 2) @ ((s * lam) @ Xr)[:, :, None]
         coeff = (torch.linalg.pinv(normal, hermitian=True) @ rhs)[:, :, 0]
         u = torch.einsum("frk,fk->fr", span, coeff)
-        consider(u, pat)
-        consider(-u, pat)
+        plus, minus = _face_values(lam, Xr, sq_norms, u, pat, slope, both_signs=True)
+        consider(torch.cat([u, -u]), torch.cat([plus, minus]))
     U = nudge_inactive(kept_u @ W.T, X, basis=basis)
     U = U / torch.linalg.vector_norm(U, dim=1, keepdim=True)
     if top == 1:
