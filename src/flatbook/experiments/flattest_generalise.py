@@ -87,7 +87,7 @@ class Config:
     width_factor: int = 2
     noise_std0: float = 0.3
     residual_std0: float = 0.3
-    tol: float = 0.05
+    tol: float = 0.01
     rounds: int = 15
     balance_d: int = 6
     balance_n: int = 16
