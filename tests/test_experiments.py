@@ -136,6 +136,19 @@ def test_flattest_generalise_tables():
     assert_draws_its_figures(flattest_generalise, tables)
 
 
+def test_at_tolerance_solves_one_condition_to_another_bracket():
+    from flatbook.experiments import flattest_generalise as experiment
+
+    config = experiment.CONFIGS["smoke"]
+    loose = experiment.at_tolerance(config, 0.2)
+    rows = loose["rows"]
+    assert len(rows) == len(config.n_grid) * config.seeds
+    assert {(r["condition"], r["method"]) for r in rows} == {("statistical", "flattest")}
+    assert all(1 - 1e-9 <= r["certified_factor"] <= 1.2 + 1e-9 and r["train_residual"] < 1e-6 for r in rows)
+    assert loose["check"] == experiment.theorem_check(rows, "statistical")
+    assert loose["slope"][1] <= loose["slope"][0] <= loose["slope"][2]
+
+
 def test_theorem_check_rejects_the_minimum_l2_control():
     """The negative control of chapter 4: the chapter's own test of Theorem 3, run on the minimum-ℓ2
     interpolator on random directions, rejects it once the labels hold noise or an unlearnable residual

@@ -8,6 +8,8 @@ import torch
 from flatbook import get_activation
 from flatbook.errors import FlatbookInputError
 from flatbook.pricing import (
+    _arrangement_faces,
+    _face_values,
     dual_ratio,
     dual_ratio_bound,
     exact_dual_ratio_sup,
@@ -50,6 +52,24 @@ def test_dual_ratio_matches_its_definition_and_is_scale_free(activation):
     for u, value in zip(U, values, strict=True):
         assert float(value) == pytest.approx(independent_ratio((u / u.norm()).numpy(), lam, X, activation), rel=1e-12)
     torch.testing.assert_close(dual_ratio(7.3 * U, lam, X, activation), values)
+
+
+@pytest.mark.parametrize("activation", PIECEWISE_LINEAR, ids=str)
+def test_a_face_values_u_and_minus_u_in_one_pass_as_in_two(activation):
+    """_face_values(..., both_signs=True) against two single-sign calls, on every face of a 3-d arrangement at
+    its own stationary point (inside for one sign) and at random directions (inside for neither, mostly)."""
+    X, lam = instance(n=12, d=3, seed=4)
+    _, _, spans, patterns = _arrangement_faces(X)
+    sq_norms = (X * X).sum(1)
+    gen = torch.Generator().manual_seed(5)
+    U = torch.einsum("frk,fk->fr", spans, torch.randn(spans.shape[0], 3, generator=gen, dtype=torch.float64))
+    U = torch.cat([U, torch.randn(50, 3, generator=gen, dtype=torch.float64)])
+    patterns = torch.cat([patterns, patterns[:50]])
+    slope = activation.negative_slope
+    plus, minus = _face_values(lam, X, sq_norms, U, patterns, slope, both_signs=True)
+    assert torch.equal(plus, _face_values(lam, X, sq_norms, U, patterns, slope))
+    assert torch.equal(minus, _face_values(lam, X, sq_norms, -U, patterns, slope))
+    assert bool((plus >= 0).any()) and bool((minus >= 0).any()) and bool((plus < 0).any())
 
 
 @pytest.mark.parametrize("activation", PIECEWISE_LINEAR, ids=str)

@@ -22,7 +22,8 @@ master over the directions found so far (:class:`~flatbook.weighted_l1.WeightedL
 warm-started), pricing by multi-start ascent of G_λ started at the master's support atoms
 (which slides them) and at fresh directions, at the master's central (interior-point) dual; with
 exact pricing every face's best direction is known, and up to 2n of the most violated join the
-master in one round; pruning of columns that stay far from tight.  The lower bound is *proven*
+master in one round (the master holding up to 80n + 500 columns; with heuristic pricing 64 and
+20n + 500); pruning of columns that stay far from tight.  The lower bound is *proven*
 only with a proven supremum: exact pricing (ReLU family, admissible directions in a subspace
 of dimension ≤ 3) or the Cauchy-Schwarz bound of :func:`~flatbook.pricing.dual_ratio_bound`; the
 bound from the largest ratio that the ascent found is reported separately as an estimate.  Then
