@@ -74,7 +74,6 @@ class WeightedL1Master:
         self._status_optimal = highspy.HighsModelStatus.kOptimal
         self._highs.addRows(self.n, y, y, 0, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32),
                             np.zeros(0))
-        self.columns = np.zeros((self.n, 0))
         self.weights = np.zeros(0)
         self._order = np.zeros(0, dtype=np.int64)  # LP column → our column
         self._sign = np.zeros(0)                   # LP column → +1 (μ⁺) or −1 (μ⁻)
@@ -102,7 +101,6 @@ class WeightedL1Master:
         first = self.size
         self._order = np.concatenate([self._order, first + np.arange(k), first + np.arange(k)])
         self._sign = np.concatenate([self._sign, np.ones(k), -np.ones(k)])
-        self.columns = np.hstack([self.columns, columns])
         self.weights = np.concatenate([self.weights, weights])
 
     def remove(self, keep: np.ndarray) -> None:
@@ -116,7 +114,6 @@ class WeightedL1Master:
         lp_keep = keep[self._order]
         self._order = renumber[self._order[lp_keep]]
         self._sign = self._sign[lp_keep]
-        self.columns = self.columns[:, keep]
         self.weights = self.weights[keep]
 
     def _run(self) -> None:
