@@ -123,6 +123,12 @@ def _sizes(condition: str, config: Config, n: int) -> tuple[float, float]:
     return _scale(config.noise_std0, eps2, n, n0), _scale(config.residual_std0, eps1, n, n0)
 
 
+def _points(condition: str, config: Config, n: int) -> list[dict]:
+    """The sweep's points (datasets) of one condition at sample size n, one per seed."""
+    tau, eta = _sizes(condition, config, n)
+    return [{"noise_std": tau, "residual_std": eta, "n": n, "seed": config.seed + 100 * s} for s in range(config.seeds)]
+
+
 def teacher_for(condition: str, config: Config, n: int, seed: int):
     """The teacher of a condition at sample size n: noise and residual sizes depend on n."""
     return _teacher(config, *_sizes(condition, config, n), seed)
@@ -255,12 +261,7 @@ def at_tolerance(config: Config, tol: float, condition: str = "statistical") -> 
     (``check``): how much the verdict depends on which near-flattest interpolator comes back.
     """
     solved = replace(config, tol=tol, conditions=(condition,))
-    points = [
-        {"noise_std": tau, "residual_std": eta, "n": n, "seed": config.seed + 100 * s}
-        for n in config.n_grid
-        for tau, eta in [_sizes(condition, config, n)]
-        for s in range(config.seeds)
-    ]
+    points = [point for n in config.n_grid for point in _points(condition, config, n)]
     results = map_points(_point, solved, points, experiment="flattest_generalise", version=VERSION)
     rows = [{"condition": condition, **row} for rows in results for row in rows if row["method"] == "flattest"]
     return {
@@ -313,11 +314,10 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
     if unknown:
         raise FlatbookInputError(f"unknown conditions {unknown}; choose from {list(CONDITIONS)}.")
     wanted = [
-        (condition, {"noise_std": tau, "residual_std": eta, "n": n, "seed": config.seed + 100 * s})
+        (condition, point)
         for n in sorted(config.n_grid, reverse=True)  # largest first: the long points start early
         for condition in config.conditions
-        for tau, eta in [_sizes(condition, config, n)]
-        for s in range(config.seeds)
+        for point in _points(condition, config, n)
     ]
     points = list({tuple(point.values()): point for _, point in wanted}.values())
     results = map_points(
