@@ -80,35 +80,43 @@ def test_equality_and_repr():
     assert repr(get_activation("relu_power", c=3)) == "get_activation('relu_power', c=3.0)"
 
 
-@pytest.mark.parametrize("activation", ["relu", "quadratic", get_activation("leaky_relu", negative_slope=0.1),
-                                        get_activation("relu_power", c=1.5)])
-def test_derivative_squared_is_the_square_of_the_derivative(activation):
-    """The trace's fast path (a 0/1 mask for the ReLU) is σ'(z)², zero included."""
-    activation = get_activation(activation)
-    z = torch.cat([torch.linspace(-3, 3, 61, dtype=torch.float64), torch.zeros(1, dtype=torch.float64)])
-    assert torch.equal(activation.derivative_squared(z), activation.derivative(z).square())
+def _trace_sums_by_definition(activation, z, weights, a, y):
+    residuals = activation(z) @ a - y
+    return (activation(z).square().sum(dim=0),
+            (weights[:, None] * activation.derivative(z).square()).sum(dim=0),
+            ((residuals * weights)[:, None] * activation.second_derivative(z)).sum(dim=0))
 
 
 @pytest.mark.parametrize("activation", ["relu", "quadratic", get_activation("leaky_relu", negative_slope=0.1),
-                                        get_activation("relu_power", c=1.5)])
-def test_curvature_sums_are_the_trace_sums(activation):
-    """The per-neuron sums of the trace, Σ_i σ(z_ij)² and Σ_i w_i σ'(z_ij)², from their definition; the ReLU's
-    in-place path included, on a block with exact zeros (σ'(0) = 0)."""
+                                        get_activation("relu_power", c=1.5), get_activation("relu_power", c=3.0)])
+@pytest.mark.parametrize("with_residuals", [False, True])
+def test_trace_sums_are_the_trace_sums(activation, with_residuals):
+    """The per-neuron sums of the trace, Σ_i σ(z_ij)², Σ_i w_i σ'(z_ij)² and Σ_i r_i w_i σ''(z_ij), from their
+    definition; the in-place paths of the ReLU and the quadratic included, on a block with exact zeros
+    (σ'(0) = 0)."""
     activation = get_activation(activation)
     z = torch.randn(37, 11, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     z[::5, ::3] = 0.0
     weights = torch.rand(37, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    sigma2 = activation(z).square().sum(dim=0)
-    dsigma2 = (weights[:, None] * activation.derivative(z).square()).sum(dim=0)
-    got = activation.curvature_sums(z.clone(), weights)
-    assert torch.allclose(got[0], sigma2, rtol=1e-13, atol=0) and torch.allclose(got[1], dsigma2, rtol=1e-13, atol=0)
+    a = torch.randn(11, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    y = torch.randn(37, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    expected = _trace_sums_by_definition(activation, z, weights, a, y)
+    got = activation.trace_sums(z.clone(), weights, *((a, y) if with_residuals else (None, None)))
+    for k in range(2):
+        assert torch.allclose(got[k], expected[k], rtol=1e-13, atol=0)
+    if with_residuals and activation.degree != 1.0:
+        assert torch.allclose(got[2], expected[2], rtol=1e-12, atol=1e-13)
+    else:  # no residuals given, or c = 1, where σ'' = 0: no third sum
+        assert got[2] is None
 
 
-def test_relu_curvature_sums_under_autograd():
+@pytest.mark.parametrize("name", ["relu", "quadratic"])
+def test_trace_sums_under_autograd(name):
     """With a pre-activation block that requires grad, the sums are differentiable (no in-place pass)."""
-    relu = get_activation("relu")
+    activation = get_activation(name)
     z = torch.randn(9, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(2), requires_grad=True)
     weights = torch.ones(9, dtype=torch.float64)
-    sigma2, _ = relu.curvature_sums(z, weights)
+    sigma2 = activation.trace_sums(z, weights)[0]
     (gradient,) = torch.autograd.grad(sigma2.sum(), z)
-    assert torch.allclose(gradient, 2 * torch.relu(z.detach()))
+    detached = z.detach()
+    assert torch.allclose(gradient, 2 * activation(detached) * activation.derivative(detached))

@@ -60,12 +60,22 @@ class HomogeneousActivation(Named):
         """σ'(z)², the per-sample factor of the trace's curvature term (book eq. ``eq-trace``)."""
         return self.derivative(z).square()
 
-    def curvature_sums(self, z: torch.Tensor, weights: torch.Tensor, sigma: torch.Tensor | None = None):
-        """(Σ_i σ(z_ij)², Σ_i weights_i σ'(z_ij)²) for a block z of pre-activations (rows × neurons): the
-        per-neuron sums of the trace (book eq. ``eq-trace``, with weights_i = ‖x_i‖²).  ``sigma`` = σ(z)
-        if already computed.  May overwrite z."""
-        sigma = self(z) if sigma is None else sigma
-        return torch.linalg.vector_norm(sigma, dim=0).square(), weights @ self.derivative_squared(z)
+    def trace_sums(self, z: torch.Tensor, weights: torch.Tensor, a: torch.Tensor | None = None,
+                   y: torch.Tensor | None = None):
+        """Per-neuron sums of the trace (book eq. ``eq-trace``) over a block z of pre-activations (rows ×
+        neurons), with weights_i = ‖x_i‖²: (Σ_i σ(z_ij)², Σ_i w_i σ'(z_ij)², Σ_i r_i w_i σ''(z_ij)), where
+        r = σ(z) a − y are the residuals; the third is None without ``a`` and ``y``, and for c = 1, where
+        σ'' = 0.  May overwrite z."""
+        sigma = self(z)
+        sums = torch.linalg.vector_norm(sigma, dim=0).square(), weights @ self.derivative_squared(z)
+        if a is None or y is None or self.degree == 1.0:
+            return (*sums, None)
+        return (*sums, ((sigma @ a - y) * weights) @ self.second_derivative(z))
+
+    @staticmethod
+    def _in_place_allowed(z: torch.Tensor) -> bool:
+        """Whether z may be overwritten: not when autograd will need it."""
+        return not (z.requires_grad and torch.is_grad_enabled())
 
     @property
     def p(self) -> float:
@@ -109,14 +119,13 @@ class LeakyReLU(HomogeneousActivation):
     def second_derivative(self, z):
         return torch.zeros_like(z)
 
-    def curvature_sums(self, z, weights, sigma=None):
-        if self.negative_slope != 0 or (z.requires_grad and torch.is_grad_enabled()):
-            return super().curvature_sums(z, weights, sigma)
-        # The ReLU in place: z → max(z, 0) → 1{z > 0} = σ'(z)² (two passes over z, no temporaries); not
-        # under autograd, which needs the max(z, 0) that the second pass overwrites.
+    def trace_sums(self, z, weights, a=None, y=None):
+        if self.negative_slope != 0 or not self._in_place_allowed(z):
+            return super().trace_sums(z, weights, a, y)
+        # The ReLU in place: z → max(z, 0) → 1{z > 0} = σ'(z)² (two passes over z, no temporaries); σ'' = 0.
         torch.relu_(z)
         sum_sigma2 = torch.linalg.vector_norm(z, dim=0).square()
-        return sum_sigma2, weights @ z.sign_()
+        return sum_sigma2, weights @ z.sign_(), None
 
     def gaussian_moments(self):
         # σ² = z² and σ'² = 1 on z > 0; slope² times the same on z < 0.
@@ -148,6 +157,17 @@ class Quadratic(HomogeneousActivation):
 
     def second_derivative(self, z):
         return torch.full_like(z, 2.0)
+
+    def trace_sums(self, z, weights, a=None, y=None):
+        if not self._in_place_allowed(z):
+            return super().trace_sums(z, weights, a, y)
+        # In place: z → z² = σ, one pass; σ'² = 4σ and σ'' = 2, so the rest are reductions of σ, and the
+        # residual term Σ_i r_i w_i σ'' = 2 r·w is the same for every neuron.
+        sigma = z.square_()
+        sums = torch.linalg.vector_norm(sigma, dim=0).square(), 4.0 * (weights @ sigma)
+        if a is None:
+            return (*sums, None)
+        return (*sums, (2.0 * ((sigma @ a - y) @ weights)).expand(z.shape[1]))
 
     def gaussian_moments(self):
         return 3.0, 4.0, 12.0  # E g⁴, E (2g)², E (2g)² g²

@@ -40,7 +40,7 @@ __all__ = [
 
 
 #: entries of one (rows × m) block of pre-activations: 16 MB of float64.  With the ReLU's in-place sums
-#: (:meth:`~flatbook.activations.HomogeneousActivation.curvature_sums`) 2**21 was 10-20 % faster than 2**20 at
+#: (:meth:`~flatbook.activations.HomogeneousActivation.trace_sums`) 2**21 was 10-20 % faster than 2**20 at
 #: n = 2000, m = 8000 and n = m = 5000 (bench/README.md); 2**22 was slower (fresh pages for each temporary).
 TRACE_BLOCK_ENTRIES = 2**21
 
@@ -57,14 +57,11 @@ def _neuron_sums(theta, X, activation, a=None, y=None):
         Xc = X[rows]
         z = Xc @ theta.T
         sq_norms = (Xc * Xc).sum(dim=1)
-        sigma = None
-        if a is not None and activation.degree != 1.0:  # for c = 1, σ'' = 0 and the residual term vanishes
-            sigma = activation(z)
-            residuals = sigma @ a - y[rows]
-            sum_r_d2sigma += (residuals * sq_norms) @ activation.second_derivative(z)
-        block_sigma2, block_dsigma2 = activation.curvature_sums(z, sq_norms, sigma)  # may overwrite z
-        sum_sigma2 += block_sigma2
-        sum_dsigma2 += block_dsigma2
+        block = activation.trace_sums(z, sq_norms, a, None if y is None else y[rows])  # may overwrite z
+        sum_sigma2 += block[0]
+        sum_dsigma2 += block[1]
+        if block[2] is not None:
+            sum_r_d2sigma += block[2]
     return sum_sigma2, sum_dsigma2, sum_r_d2sigma
 
 
