@@ -165,7 +165,7 @@ class Quadratic(HomogeneousActivation):
         # residual term Σ_i r_i w_i σ'' = 2 r·w is the same for every neuron.
         sigma = z.square_()
         sums = torch.linalg.vector_norm(sigma, dim=0).square(), 4.0 * (weights @ sigma)
-        if a is None:
+        if a is None or y is None:
             return (*sums, None)
         return (*sums, (2.0 * ((sigma @ a - y) @ weights)).expand(z.shape[1]))
 
