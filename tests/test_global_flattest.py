@@ -14,6 +14,7 @@ from flatbook.errors import FlatbookInputError, InfeasibleInterpolationError
 from flatbook.flatness import unit_flatness_weights
 from flatbook.global_flattest import (
     _master_vertex,
+    _merged_directions,
     _solve_master,
     _support_refit,
     rounding_excess_bound,
@@ -94,6 +95,59 @@ def test_interior_point_master_matches_cvxpy_and_is_certified(duplicates):
     for found in (solution, vertex):
         assert found.value == pytest.approx(exact, rel=1e-6)
         np.testing.assert_allclose(columns @ found.mu, y, atol=1e-9)
+
+
+def test_inexact_master_stops_short_with_a_centred_dual():
+    """The inexact master (primal-dual column generation): an interior point stopped at a loose gap.  Its dual
+    is no certificate of the master's optimum, but scaled into the dual feasible set it still bounds it from
+    below (weak duality), close to the optimum; μ keeps at most n entries (its approximate support)."""
+    rng = np.random.default_rng(2)
+    columns, weights, y = rng.standard_normal((25, 300)), rng.uniform(0.5, 2.0, 300), rng.standard_normal(25)
+    exact = cvxpy_weighted_l1(columns, y, weights)
+    Phi, w, yt = (torch.from_numpy(a) for a in (columns, weights, y))
+    master = WeightedL1Master(y)
+    master.add(columns, weights)
+    solution, central = _solve_master(master, Phi, yt, w, gap_tol=0.1)
+    assert not solution.exact and (np.abs(solution.mu) > 0).sum() <= 25
+    lower = float(central @ yt) / max(1.0, float((Phi.T @ central).abs().div(w).max()))
+    assert lower <= exact * (1 + 1e-9)
+    assert lower >= 0.5 * exact  # a tenth of the gap, not a random point: loose, but well short of nothing
+    assert solution.value == pytest.approx(exact, rel=0.2)
+    assert _solve_master(master, Phi, yt, w)[0].exact
+
+
+@pytest.mark.parametrize("inexact_master", [False, True])
+def test_inexact_and_exact_masters_certify_the_same_optimum(inexact_master):
+    """Exact pricing (ReLU, d = 3) against the activation-pattern program, with either master; convergence
+    is declared only on an exact master."""
+    _, X, y = data(3, 20, "relu")
+    reference = flattest_relu_over_patterns(X, y, all_activation_patterns(X)).value
+    result = flattest_interpolator(X, y, "relu", 40, inexact_master=inexact_master)
+    assert result.certified and result.status.startswith("converged"), result.status
+    assert result.history[-1]["master_exact"]
+    assert result.lower <= reference * (1 + 1e-6)
+    assert result.upper == pytest.approx(reference, rel=2e-3)
+
+
+@pytest.mark.parametrize("even", [False, True])
+def test_merged_directions_group_near_copies_by_weight(even):
+    """Near-copies (cosine > 0.99) merge into their contribution-weighted mean, heaviest group first; for an
+    even σ a sign-flipped copy is a copy, otherwise it is a direction of its own."""
+    e = torch.eye(3, dtype=torch.float64)
+    tilted = torch.nn.functional.normalize(e[0] + 0.05 * e[1], dim=0)
+    atoms = torch.stack([e[0], tilted, -e[0], e[2]])
+    contribution = torch.tensor([1.0, 1.0, 3.0, 4.0], dtype=torch.float64)
+    merged = _merged_directions(atoms, contribution, even=even)
+    if even:  # {e0, tilted, −e0} weigh 5 against e2's 4; −e0 is the heaviest member, so the group points to −e0
+        expected_group = torch.nn.functional.normalize(-3 * e[0] - 1 * e[0] - 1 * tilted, dim=0)
+        assert merged.shape == (2, 3)
+        torch.testing.assert_close(merged[0], expected_group, rtol=0, atol=1e-14)
+        torch.testing.assert_close(merged[1], e[2], rtol=0, atol=0)
+    else:  # −e0 stays apart: e2 (4), −e0 (3), then {e0, tilted} (2)
+        assert merged.shape == (3, 3)
+        torch.testing.assert_close(merged[0], e[2], rtol=0, atol=0)
+        torch.testing.assert_close(merged[1], -e[0], rtol=0, atol=0)
+        torch.testing.assert_close(merged[2], torch.nn.functional.normalize(e[0] + tilted, dim=0), rtol=0, atol=1e-14)
 
 
 def test_support_refit_is_rejected_unless_certified():

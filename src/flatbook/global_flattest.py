@@ -17,14 +17,15 @@ interpolates the data, every direction allowed.  Book, chapter 2, section
 - **its dual** (eq. ``eq-measure-dual``): max λᵀy s.t. sup_u G_λ(u) ≤ 1, with the dual ratio
   G_λ of :mod:`flatbook.pricing`.  Any λ gives V* ≥ λᵀy / sup_u G_λ(u).
 
-:func:`flattest_interpolator` solves the measure program by column generation: a weighted-ℓ1
-master over the directions found so far (:class:`~flatbook.weighted_l1.WeightedL1Master`,
-warm-started), pricing by multi-start ascent of G_λ started at the master's support atoms
-(which slides them) and at fresh directions, at the master's central (interior-point) dual; with
-exact pricing every face's best direction is known, and up to 2n of the most violated join the
-master in one round (the master holding up to 80n + 500 columns; with heuristic pricing 64 and
-20n + 500); pruning of columns that stay far from tight.  The lower bound is *proven*
-only with a proven supremum: exact pricing (ReLU family, admissible directions in a subspace
+:func:`flattest_interpolator` solves the measure program by column generation: a weighted-ℓ1 master
+over the directions found so far (:func:`_solve_master`: an interior point, during the rounds only
+to a tenth of the column generation's gap, the inexact master of primal-dual column generation;
+HiGHS's :class:`~flatbook.weighted_l1.WeightedL1Master` where it fails), pricing by multi-start
+ascent of G_λ started at the master's support atoms (which slides them) and at fresh directions, at
+the master's central (interior-point) dual; with exact pricing every face's best direction is known,
+and up to 2n of the most violated join the master in one round (the master holding up to 80n + 500
+columns; with heuristic pricing 64 and 20n + 500); pruning of columns that stay far from tight.
+The lower bound is *proven* only with a proven supremum: exact pricing (ReLU family, admissible directions in a subspace
 of dimension ≤ 3) or the Cauchy-Schwarz bound of :func:`~flatbook.pricing.dual_ratio_bound`; the
 bound from the largest ratio that the ascent found is reported separately as an estimate.  Then
 the atoms are split into integer copies (greedy, which is optimal for the separable convex
@@ -60,6 +61,10 @@ from .pricing import (
 )
 from .progress import progress_bar
 from .weighted_l1 import MasterSolution, WeightedL1Master
+
+#: the loosest relative gap an inexact master is solved to (``inexact_master``; a tenth of the column
+#: generation's own gap when that is smaller)
+INEXACT_MASTER_MAX_GAP = 1e-1
 
 
 class Atoms(NamedTuple):
@@ -254,7 +259,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
                           max_alignment=None, start_directions=None, n_start: int | None = None,
                           rounds: int = 40, tol: float = 1e-3, pricing_starts: int = 64,
                           pricing_steps: int = 60, slide_steps: int = 20, exact_pricing: bool = True,
-                          seed: int = 0, progress: bool = False) -> FlattestInterpolator:
+                          inexact_master: bool = True, seed: int = 0, progress: bool = False) -> FlattestInterpolator:
     """The flattest width-``width`` interpolator of (X, y), every direction allowed, with proven bounds.
 
     ``teacher`` (k, d, orthonormal rows) with ``max_alignment`` = ρ0 ∈ [0, 1) restricts every
@@ -265,6 +270,9 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     ``tol`` (relative) of the best lower bound (proven where pricing is exact, estimated else).
     ``exact_pricing=False`` switches the arrangement enumeration off (for tests of the
     heuristic path); the lower bound then comes from the provable bounds of :mod:`flatbook.pricing`.
+    ``inexact_master`` solves the restricted master during the rounds only to a tenth of the column
+    generation's gap (at most ``INEXACT_MASTER_MAX_GAP``), exactly at the end and before declaring
+    convergence (:func:`_solve_master`); ``False`` solves it exactly every round.
     ``progress`` shows a tqdm bar over the rounds.
 
     The result's ``lower`` is a proven lower bound on Υ of every admissible interpolator of this
@@ -289,6 +297,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     # Exact pricing knows the best direction of every face: up to 2n cuts per round, and a master
     # that holds enough of them (pruning them by tightness at one dual point makes the bound cycle).
     max_new, cap_factor = (2 * n, 80) if exact else (64, 20)
+    cap = cap_factor * n + 500
     gen = torch.Generator().manual_seed(seed)
 
     warm = [_nuclear_norm_directions(X, y, basis)] if activation.name == "quadratic" else []
@@ -371,8 +380,11 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             basic = _basic_directions(directions, Phi, w, solution, n)
             if basic is not None:
                 new = torch.cat([new, _slide(basic, X, y, activation, project, steps=slide_steps)[0]])
+        if solution.value <= (1.0 + tol) * target and not solution.exact:  # near: is the exact master too?
+            solution, central = _solve_master(master, Phi, y, w)
         history.append({"round": round_, "master": solution.value, "lower_estimate": best["estimate"],
-                        "lower_proven": best["proven"], "columns": master.size, "added": new.shape[0]})
+                        "lower_proven": best["proven"], "columns": master.size, "added": new.shape[0],
+                        "master_exact": solution.exact})
         bar.set_postfix(V=f"{solution.value:.6g}", lower=f"{target:.6g}")
         if solution.value <= (1.0 + tol) * target:
             status = "converged" + ("" if exact else " (heuristic pricing)")
@@ -383,15 +395,23 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         Phi_new, w_new = _columns(new, X, activation)
         master.add(Phi_new.cpu().numpy(), w_new.cpu().numpy())
         directions, Phi, w = torch.cat([directions, new]), torch.cat([Phi, Phi_new], 1), torch.cat([w, w_new])
-        solution, central = _solve_master(master, Phi, y, w)
-        keep = _prune(master, solution, central, Phi, w, n, cap_factor)
+        # Inexact masters while the column generation is far from converged: a tenth of its gap, at most
+        # INEXACT_MASTER_MAX_GAP (Gondzio & Sarkissian's rule); exact ones once that is below the master's own 1e-9.
+        gap_tol = min(INEXACT_MASTER_MAX_GAP, (solution.value / target - 1.0) / 10.0) if target > 0 else None
+        solution, central = _solve_master(master, Phi, y, w, gap_tol if inexact_master and gap_tol and gap_tol > 1e-9
+                                          else None)
+        if master.size > cap and not solution.exact:  # pruning keeps the support of an exact solution
+            solution, central = _solve_master(master, Phi, y, w)
+        keep = _prune(master, solution, central, Phi, w, cap)
         if keep is not None:  # the support stays, so the vertex stays optimal and the central dual feasible
             master.remove(keep)
             directions, Phi, w = directions[keep], Phi[:, keep], w[keep]
             solution = dataclasses.replace(solution, mu=solution.mu[keep])
     bar.close()
     # The last central dual is the master's over these columns (or over a superset, before pruning, which
-    # kept the support): the optimal vertex is read off it without solving again.
+    # kept the support): the optimal vertex is read off it without solving again, unless it was inexact.
+    if not solution.exact:
+        central = _solve_master(master, Phi, y, w)[1]
     solution = _master_vertex(master, Phi, y, w, central)
     mu = torch.as_tensor(solution.mu, dtype=X.dtype, device=device)
     on = mu.abs() > 1e-12 * float(mu.abs().max())
@@ -475,17 +495,20 @@ def _spectral_starts(lam, X, basis, project, count: int = 8):
 def _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project, max_atoms: int = 4, steps: int = 30):
     """Try to interpolate with only the k ≤ ``max_atoms`` heaviest atoms, their directions polished.
 
-    Column generation ends with the heavy atoms slightly off their optimum and many atoms of
-    weight ~1e-6 that correct for it; each costs a neuron when the atoms are split into copies.
-    For k = 1, 2, …: Gauss-Newton on the k directions, the weights by least squares (variable
-    projection), until the residual is below 1e-11 max|y|.  Returns the first k-atom
-    interpolator whose V is no larger than the atoms' own V (to 1e-9), else the atoms unchanged.
+    Column generation ends with the heavy atoms slightly off their optimum, some of them split into
+    near-copies of one direction, and many atoms of weight ~1e-6 that correct for it; each costs a
+    neuron when the atoms are split into copies.  For k = 1, 2, …: Gauss-Newton on k directions, the
+    weights by least squares (variable projection), until the residual is below 1e-11 max|y|, started
+    at the k heaviest atoms and at the k heaviest groups of near-copies merged (:func:`_merged_directions`).
+    Returns the flatter of the two k-atom interpolators at the first k where one has a V no larger than
+    the atoms' own V (to 1e-9), else the atoms unchanged.
     """
     p = activation.p
     kappa = unit_flatness_weights(atom_dirs, X, activation)
     contribution = kappa ** (1.0 / p) * atom_weights.abs()
     value = float(contribution.sum())
-    order = torch.argsort(contribution, descending=True)
+    merged = _merged_directions(atom_dirs, contribution, even=activation.name == "quadratic")
+    heaviest = atom_dirs[torch.argsort(contribution, descending=True)]
     scale = float(y.abs().max())
 
     def fit(U):
@@ -493,8 +516,9 @@ def _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project, max_atoms: 
         mu = torch.linalg.lstsq(F, y[:, None], driver="gelsd").solution[:, 0]
         return F @ mu - y, mu
 
-    for k in range(1, min(max_atoms, atom_dirs.shape[0] - 1) + 1):
-        U = atom_dirs[order[:k]].clone()
+    def polished(U):
+        """(directions, weights, V) of the interpolator Gauss-Newton reaches from U, or None."""
+        U = project(U) if project is not None else U.clone()
         for _ in range(steps):
             residual, _ = fit(U)
             if float(residual.abs().max()) <= 1e-11 * scale:
@@ -506,11 +530,38 @@ def _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project, max_atoms: 
             if project is not None:
                 U = project(U)
         residual, mu = fit(U)
-        if float(residual.abs().max()) <= 1e-11 * scale:
-            new_value = float((unit_flatness_weights(U, X, activation) ** (1.0 / p) * mu.abs()).sum())
-            if new_value <= value * (1.0 + 1e-9):
-                return U, mu
+        if float(residual.abs().max()) > 1e-11 * scale:
+            return None
+        return U, mu, float((unit_flatness_weights(U, X, activation) ** (1.0 / p) * mu.abs()).sum())
+
+    for k in range(1, min(max_atoms, atom_dirs.shape[0] - 1) + 1):
+        starts = [heaviest[:k]] + ([merged[:k]] if merged.shape[0] >= k and merged.shape[0] < atom_dirs.shape[0]
+                                    else [])
+        found = [f for f in map(polished, starts) if f is not None and f[2] <= value * (1.0 + 1e-9)]
+        if found:
+            U, mu, _ = min(found, key=lambda f: f[2])
+            return U, mu
     return atom_dirs, atom_weights
+
+
+def _merged_directions(atom_dirs, contribution, even: bool, cosine: float = 0.99):
+    """The atoms' directions merged into groups of near-copies (cosine above ``cosine``; for an even σ, where
+    u and −u give one column, |cosine|), each the contribution-weighted mean of its members, unit norm,
+    heaviest group (by total contribution) first."""
+    sums, totals = [], []
+    for i in torch.argsort(contribution, descending=True).tolist():
+        u, weight = atom_dirs[i], float(contribution[i])
+        for g, total in enumerate(sums):
+            cosine_g = float(u @ total) / float(torch.linalg.vector_norm(total))
+            if (abs(cosine_g) if even else cosine_g) > cosine:
+                sums[g] = total + math.copysign(weight, cosine_g) * u
+                totals[g] += weight
+                break
+        else:
+            sums.append(weight * u)
+            totals.append(weight)
+    merged = torch.stack(sums)[torch.argsort(torch.tensor(totals), descending=True)]
+    return merged / torch.linalg.vector_norm(merged, dim=1, keepdim=True)
 
 
 def _nuclear_norm_directions(X, y, basis, max_dim: int = 60):
@@ -585,7 +636,7 @@ def _slide(U, X, y, activation, project, steps: int = 20, angle: float = 0.1):
     return U.detach(), current
 
 
-def _solve_master(master, Phi, y, w):
+def _solve_master(master, Phi, y, w, gap_tol: float | None = None):
     """The restricted master (eq. ``eq-measure-program`` on the current columns): (MasterSolution, λ_c).
 
     Mehrotra's interior point on the n × n normal equations gives the central dual λ_c, which pricing
@@ -593,7 +644,24 @@ def _solve_master(master, Phi, y, w):
     to interpolate exactly, is the solution when its value is certified optimal by λ_c
     (:func:`_support_refit`); otherwise the optimal vertex is read off λ_c (:func:`_master_vertex`).
     Dense O(n² · columns) steps instead of simplex pivots on a dense n × columns matrix (bench/README.md).
+
+    With ``gap_tol`` the interior point stops at that relative gap and its iterates are returned as they
+    are (``exact=False``; μ keeps its n heaviest entries, the approximate support): the inexact master of
+    primal-dual column generation (Gondzio & Sarkissian 1996).  Pricing needs no more, since any λ gives a
+    proven bound λᵀy / sup_u ratio_λ(u), and a well-centred λ short of the optimal face prices better.
     """
+    if gap_tol is not None:
+        central, mu, _ = _lp_interior_point(Phi, y, w, tol=gap_tol)
+        value, dual_value = float(w @ mu.abs()), float(central @ y)
+        # Stopped by its criterion, not broken down (a failed factorisation ends the iteration early): the
+        # iterate interpolates and the gap is as asked; otherwise the exact path below, which has fallbacks.
+        if (float((Phi @ mu - y).norm()) <= gap_tol * float(y.norm())
+                and abs(value - dual_value) <= 2.0 * gap_tol * abs(value)):
+            support = torch.zeros_like(mu)
+            heaviest = torch.argsort(mu.abs(), descending=True)[: Phi.shape[0]]
+            support[heaviest] = mu[heaviest]
+            return MasterSolution(mu=support.cpu().numpy(), dual=central.cpu().numpy(), value=value,
+                                  exact=False), central
     central, mu, _ = _lp_interior_point(Phi, y, w)
     if not (bool(torch.isfinite(central).all()) and bool(torch.isfinite(mu).all())):
         highs = master.solve()  # diagnoses columns that cannot interpolate
@@ -646,12 +714,11 @@ def _basic_directions(directions, Phi, w, solution, n):
     return directions[torch.argsort(ratio, descending=True)[:n]]
 
 
-def _prune(master, solution, central, Phi, w, n, cap_factor: int):
-    """Keep mask once the master exceeds ``cap_factor``·n + 500 columns: the support, then the half of
+def _prune(master, solution, central, Phi, w, cap: int):
+    """Keep mask once the master exceeds ``cap`` columns: the support, then the half of
     the cap that is tightest at the central dual the pricing used.  Those are the cuts that shrink the
     restricted dual's optimal face towards a dual point feasible for every direction; dropping them
     (e.g. by the simplex dual's ratios) lets the central point wander back and the bound stall."""
-    cap = cap_factor * n + 500
     if master.size <= cap:
         return None
     ratio = ((Phi.T @ central).abs() / w).cpu().numpy()
