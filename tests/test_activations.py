@@ -80,6 +80,15 @@ def test_equality_and_repr():
     assert repr(get_activation("relu_power", c=3)) == "get_activation('relu_power', c=3.0)"
 
 
+@pytest.mark.parametrize("activation", ["relu", "quadratic", get_activation("leaky_relu", negative_slope=0.1),
+                                        get_activation("relu_power", c=1.5)])
+def test_derivative_squared_is_the_square_of_the_derivative(activation):
+    """The trace's fast path (a 0/1 mask for the ReLU) is σ'(z)², zero included."""
+    activation = get_activation(activation)
+    z = torch.cat([torch.linspace(-3, 3, 61, dtype=torch.float64), torch.zeros(1, dtype=torch.float64)])
+    assert torch.equal(activation.derivative_squared(z), activation.derivative(z).square())
+
+
 def _trace_sums_by_definition(activation, z, weights, a, y):
     residuals = activation(z) @ a - y
     return (activation(z).square().sum(dim=0),

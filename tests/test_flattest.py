@@ -98,6 +98,26 @@ def test_interior_point_stops_at_the_first_certified_vertex():
     assert value == pytest.approx(float(early[1] @ y), rel=1e-9)  # zero duality gap: exact
 
 
+def test_exact_vertex_survives_the_nnls_iteration_limit(monkeypatch):
+    """scipy's NNLS raises at its iteration limit (it did on a tight set of a d = 100, n = 1600 master): the
+    vertex is then not identified (None, so the caller falls back to the simplex) instead of an exception."""
+    import flatbook.flattest as flattest
+    from flatbook.flatness import flatness_weights
+
+    theta, X, y = problem(n=30, m=120)
+    Phi, kappa = flattest.feature_matrix(theta, X, "relu"), flatness_weights(theta, X, "relu")
+    lam, _, _ = flattest._lp_interior_point(Phi, y, kappa)
+    calls = []
+
+    def nnls(*args, **kwargs):
+        calls.append(1)
+        raise RuntimeError("Maximum number of iterations reached.")
+
+    monkeypatch.setattr(flattest.scipy.optimize, "nnls", nnls)
+    lam_far = lam + 0.5 * lam.abs().max() * torch.ones_like(lam)  # no basis certifies: the tight-set NNLS runs
+    assert flattest._exact_vertex(lam_far, Phi, y, kappa) is None and len(calls) == 2
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("rho", [0.6, 0.9])
 def test_nearly_degenerate_vertices_are_certified(rho):

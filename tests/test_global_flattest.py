@@ -113,16 +113,31 @@ def test_inexact_master_stops_short_with_a_centred_dual():
     assert lower <= exact * (1 + 1e-9)
     assert lower >= 0.5 * exact  # a tenth of the gap, not a random point: loose, but well short of nothing
     assert solution.value == pytest.approx(exact, rel=0.2)
+    assert abs(solution.value / exact - 1) > 1e-6  # it did stop short of the optimum
     assert _solve_master(master, Phi, yt, w)[0].exact
 
 
+@pytest.mark.parametrize("scale", [1e-4, 1.0, 1e4])
+def test_inexact_master_is_accepted_at_every_scale_of_the_labels(scale):
+    """The quality check of an inexact iterate uses the interior point's own measures, so labels of any scale
+    get an inexact master (it fell back to an exact solve every time for labels scaled by 1e-2 or less)."""
+    rng = np.random.default_rng(2)
+    columns, weights, y = rng.standard_normal((25, 300)), rng.uniform(0.5, 2.0, 300), scale * rng.standard_normal(25)
+    Phi, w, yt = (torch.from_numpy(a) for a in (columns, weights, y))
+    master = WeightedL1Master(y)
+    master.add(columns, weights)
+    assert not _solve_master(master, Phi, yt, w, gap_tol=0.1)[0].exact
+
+
 @pytest.mark.parametrize("inexact_master", [False, True])
-def test_inexact_and_exact_masters_certify_the_same_optimum(inexact_master):
+@pytest.mark.parametrize("n,seed,slide_steps", [(20, 0, 20), (40, 2, 0)])
+def test_inexact_and_exact_masters_certify_the_same_optimum(inexact_master, n, seed, slide_steps):
     """Exact pricing (ReLU, d = 3) against the activation-pattern program, with either master; convergence
-    is declared only on an exact master."""
-    _, X, y = data(3, 20, "relu")
+    is declared only on an exact master.  Without sliding, pricing at an inexact dual once found no violated
+    direction while the master was not optimal (n = 40, seed 2), and the solver stopped there, uncertified."""
+    _, X, y = data(3, n, "relu", seed=seed)
     reference = flattest_relu_over_patterns(X, y, all_activation_patterns(X)).value
-    result = flattest_interpolator(X, y, "relu", 40, inexact_master=inexact_master)
+    result = flattest_interpolator(X, y, "relu", 2 * n, inexact_master=inexact_master, slide_steps=slide_steps)
     assert result.certified and result.status.startswith("converged"), result.status
     assert result.history[-1]["master_exact"]
     assert result.lower <= reference * (1 + 1e-6)

@@ -167,7 +167,7 @@ class Quadratic(HomogeneousActivation):
         sums = torch.linalg.vector_norm(sigma, dim=0).square(), 4.0 * (weights @ sigma)
         if a is None or y is None:
             return (*sums, None)
-        return (*sums, (2.0 * ((sigma @ a - y) @ weights)).expand(z.shape[1]))
+        return (*sums, (2.0 * ((sigma @ a - y) @ weights)).expand(z.shape[1]).clone())
 
     def gaussian_moments(self):
         return 3.0, 4.0, 12.0  # E g⁴, E (2g)², E (2g)² g²

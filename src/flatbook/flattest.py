@@ -335,7 +335,10 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swap
     for tight_tol in tight_tols:
         T = ratio >= (1.0 - tight_tol) * float(ratio.max())
         signs = torch.sign(v[T])
-        b, _ = scipy.optimize.nnls((Phi[:, T] * signs).cpu().numpy(), y.cpu().numpy())
+        try:
+            b, _ = scipy.optimize.nnls((Phi[:, T] * signs).cpu().numpy(), y.cpu().numpy())
+        except RuntimeError:  # scipy's iteration limit (3 × columns) on a large, ill-conditioned tight set
+            continue
         a_T = signs * torch.as_tensor(b, dtype=Phi.dtype, device=Phi.device)
         if float((Phi[:, T] @ a_T - y).abs().max()) <= 1e-10 * float(y.abs().max()):
             a[T] = a_T

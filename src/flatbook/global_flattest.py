@@ -94,7 +94,8 @@ class FlattestInterpolator:
     pricing: str              #: how sup G_λ is bounded: "exact" (on the admissible set), "superset" (exact on
     #: the whole sphere, d ≤ 3), "bound" (eq. ``eq-pricing-bound`` or ``eq-quadratic-bound``)
     rounds: int               #: column-generation rounds run
-    history: list[dict] = field(default_factory=list)  #: per round: master value, bounds, columns
+    #: per round: master value (approximate where ``master_exact`` is False), bounds, columns
+    history: list[dict] = field(default_factory=list)
     activation: HomogeneousActivation | None = None
     tol: float = 1e-3
 
@@ -271,8 +272,9 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     ``exact_pricing=False`` switches the arrangement enumeration off (for tests of the
     heuristic path); the lower bound then comes from the provable bounds of :mod:`flatbook.pricing`.
     ``inexact_master`` solves the restricted master during the rounds only to a tenth of the column
-    generation's gap (at most ``INEXACT_MASTER_MAX_GAP``), exactly at the end and before declaring
-    convergence (:func:`_solve_master`); ``False`` solves it exactly every round.
+    generation's gap (at most ``INEXACT_MASTER_MAX_GAP``), exactly before declaring convergence, before
+    pruning, in the last round and when pricing finds nothing (:func:`_solve_master`); ``False`` solves it
+    exactly every round.
     ``progress`` shows a tqdm bar over the rounds.
 
     The result's ``lower`` is a proven lower bound on Υ of every admissible interpolator of this
@@ -368,7 +370,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         bar.update(1)
         # Price at the interior-point (central) dual of the master: a vertex dual sits at a corner of a
         # degenerate optimal face and makes the dual ratio needlessly large elsewhere.
-        lam = central
+        lam, lam_exact = central, solution.exact
         found, values, sup_estimate, sup_proven = price(lam)
         value = float(lam @ y)
         if value > 0:
@@ -380,7 +382,9 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             basic = _basic_directions(directions, Phi, w, solution, n)
             if basic is not None:
                 new = torch.cat([new, _slide(basic, X, y, activation, project, steps=slide_steps)[0]])
-        if solution.value <= (1.0 + tol) * target and not solution.exact:  # near: is the exact master too?
+        # An inexact master's value may lie on either side of the exact one, its dual's weak-duality bound
+        # never above it: when even that bound is near the target, solve exactly and test the exact value.
+        if not solution.exact and _weak_duality_bound(central, Phi, y, w) <= (1.0 + tol) * target:
             solution, central = _solve_master(master, Phi, y, w)
         history.append({"round": round_, "master": solution.value, "lower_estimate": best["estimate"],
                         "lower_proven": best["proven"], "columns": master.size, "added": new.shape[0],
@@ -390,18 +394,22 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             status = "converged" + ("" if exact else " (heuristic pricing)")
             break
         if new.shape[0] == 0:
-            status = "no improving direction found by the heuristic pricing"
+            if not lam_exact:  # an inexact λ can satisfy every cut while the master is not yet optimal
+                if not solution.exact:
+                    solution, central = _solve_master(master, Phi, y, w)
+                continue
+            status = "no improving direction found" + ("" if exact else " by the heuristic pricing")
             break
         Phi_new, w_new = _columns(new, X, activation)
         master.add(Phi_new.cpu().numpy(), w_new.cpu().numpy())
         directions, Phi, w = torch.cat([directions, new]), torch.cat([Phi, Phi_new], 1), torch.cat([w, w_new])
         # Inexact masters while the column generation is far from converged: a tenth of its gap, at most
-        # INEXACT_MASTER_MAX_GAP (Gondzio & Sarkissian's rule); exact ones once that is below the master's own 1e-9.
-        gap_tol = min(INEXACT_MASTER_MAX_GAP, (solution.value / target - 1.0) / 10.0) if target > 0 else None
-        solution, central = _solve_master(master, Phi, y, w, gap_tol if inexact_master and gap_tol and gap_tol > 1e-9
-                                          else None)
-        if master.size > cap and not solution.exact:  # pruning keeps the support of an exact solution
-            solution, central = _solve_master(master, Phi, y, w)
+        # INEXACT_MASTER_MAX_GAP (Gondzio & Sarkissian's rule).  Exact ones once that is below the master's own
+        # 1e-9, in the last round (the final vertex needs one), and before pruning (which keeps the support of
+        # an exact solution: the heaviest entries of an interior iterate may not interpolate).
+        gap_tol = min(INEXACT_MASTER_MAX_GAP, (solution.value / target - 1.0) / 10.0) if target > 0 else 0.0
+        exact_now = not inexact_master or gap_tol <= 1e-9 or round_ == rounds - 1 or master.size > cap
+        solution, central = _solve_master(master, Phi, y, w, None if exact_now else gap_tol)
         keep = _prune(master, solution, central, Phi, w, cap)
         if keep is not None:  # the support stays, so the vertex stays optimal and the central dual feasible
             master.remove(keep)
@@ -413,6 +421,8 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     if not solution.exact:
         central = _solve_master(master, Phi, y, w)[1]
     solution = _master_vertex(master, Phi, y, w, central)
+    if not status.startswith("converged") and solution.value <= (1.0 + tol) * target:  # the columns added last
+        status = "converged" + ("" if exact else " (heuristic pricing)")
     mu = torch.as_tensor(solution.mu, dtype=X.dtype, device=device)
     on = mu.abs() > 1e-12 * float(mu.abs().max())
     atom_dirs, atom_weights = directions[on], mu[on]
@@ -535,8 +545,9 @@ def _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project, max_atoms: 
         return U, mu, float((unit_flatness_weights(U, X, activation) ** (1.0 / p) * mu.abs()).sum())
 
     for k in range(1, min(max_atoms, atom_dirs.shape[0] - 1) + 1):
-        starts = [heaviest[:k]] + ([merged[:k]] if merged.shape[0] >= k and merged.shape[0] < atom_dirs.shape[0]
-                                    else [])
+        starts = [heaviest[:k]]
+        if merged.shape[0] >= k and not torch.allclose(merged[:k], heaviest[:k], rtol=0, atol=1e-12):
+            starts.append(merged[:k])
         found = [f for f in map(polished, starts) if f is not None and f[2] <= value * (1.0 + 1e-9)]
         if found:
             U, mu, _ = min(found, key=lambda f: f[2])
@@ -653,10 +664,11 @@ def _solve_master(master, Phi, y, w, gap_tol: float | None = None):
     if gap_tol is not None:
         central, mu, _ = _lp_interior_point(Phi, y, w, tol=gap_tol)
         value, dual_value = float(w @ mu.abs()), float(central @ y)
-        # Stopped by its criterion, not broken down (a failed factorisation ends the iteration early): the
-        # iterate interpolates and the gap is as asked; otherwise the exact path below, which has fallbacks.
-        if (float((Phi @ mu - y).norm()) <= gap_tol * float(y.norm())
-                and abs(value - dual_value) <= 2.0 * gap_tol * abs(value)):
+        # A quality check, in the interior point's own measures (relative to 1 + ‖y‖ and 1 + value): an
+        # iterate it ended on after a failed factorisation or its iteration limit can be far off; the exact
+        # path below, which has fallbacks, then solves the master.
+        if (float((Phi @ mu - y).norm()) <= 2.0 * gap_tol * (1.0 + float(y.norm()))
+                and abs(value - dual_value) <= 2.0 * gap_tol * (1.0 + abs(value))):
             support = torch.zeros_like(mu)
             heaviest = torch.argsort(mu.abs(), descending=True)[: Phi.shape[0]]
             support[heaviest] = mu[heaviest]
@@ -666,12 +678,16 @@ def _solve_master(master, Phi, y, w, gap_tol: float | None = None):
     if not (bool(torch.isfinite(central).all()) and bool(torch.isfinite(mu).all())):
         highs = master.solve()  # diagnoses columns that cannot interpolate
         return highs, torch.as_tensor(highs.dual, dtype=Phi.dtype, device=Phi.device)
-    # weak duality: λ_c scaled into the dual feasible set bounds the master's optimum from below
-    lower = float(central @ y) / max(1.0, float(((Phi.T @ central).abs() / w).max()))
-    refit = _support_refit(mu, Phi, y, w, lower)
+    refit = _support_refit(mu, Phi, y, w, _weak_duality_bound(central, Phi, y, w))
     if refit is None:
         return _master_vertex(master, Phi, y, w, central, primal=mu), central
     return MasterSolution(mu=refit.cpu().numpy(), dual=central.cpu().numpy(), value=float(w @ refit.abs())), central
+
+
+def _weak_duality_bound(lam, Phi, y, w) -> float:
+    """λᵀy / max(1, max_j |φ_jᵀλ| / w_j): any λ, scaled into the master's dual feasible set, bounds the
+    master's optimum from below (weak duality)."""
+    return float(lam @ y) / max(1.0, float(((Phi.T @ lam).abs() / w).max()))
 
 
 def _master_vertex(master, Phi, y, w, central, primal=None) -> MasterSolution:

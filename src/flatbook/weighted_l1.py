@@ -28,14 +28,18 @@ from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverErro
 
 @dataclass
 class MasterSolution:
-    """An optimal basic solution of the restricted master (``exact``), or an interior point's approximate one."""
+    """An optimal basic solution of the restricted master (``exact``), or an interior point's approximate one.
+
+    For an approximate one (``exact=False``, an interior point stopped at a loose gap) the equalities below
+    hold only to that gap, ``mu`` keeps only the iterate's n heaviest entries (its approximate support, which
+    need not interpolate), and ``value`` is the full iterate's objective: neither an upper nor a lower bound
+    on the master's optimum.
+    """
 
     mu: np.ndarray       #: μ_j, one per current column
     dual: np.ndarray     #: λ (n,), |φ_jᵀλ| ≤ w_j with equality where μ_j ≠ 0
     value: float         #: Σ_j w_j |μ_j| = λᵀy
-    #: False for an interior point stopped at a loose gap: μ then interpolates only approximately and ``value``
-    #: is its objective, neither an upper nor a lower bound on the master's optimum
-    exact: bool = True
+    exact: bool = True   #: an optimal basic solution (True) or an approximate one (False)
 
 
 @contextlib.contextmanager
