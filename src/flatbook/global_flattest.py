@@ -18,7 +18,7 @@ interpolates the data, every direction allowed.  Book, chapter 2, section
   G_λ of :mod:`flatbook.pricing`.  Any λ gives V* ≥ λᵀy / sup_u G_λ(u).
 
 :func:`flattest_interpolator` solves the measure program by column generation: a weighted-ℓ1 master
-over the directions found so far (:func:`_solve_master`: an interior point, during the rounds only
+over the directions found so far (``_solve_master``: an interior point, during the rounds only
 to a tenth of the column generation's gap, the inexact master of primal-dual column generation;
 HiGHS's :class:`~flatbook.weighted_l1.WeightedL1Master` where it fails), pricing by multi-start
 ascent of G_λ started at the master's support atoms (which slides them) and at fresh directions, at
@@ -273,7 +273,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     heuristic path); the lower bound then comes from the provable bounds of :mod:`flatbook.pricing`.
     ``inexact_master`` solves the restricted master during the rounds only to a tenth of the column
     generation's gap (at most ``INEXACT_MASTER_MAX_GAP``), exactly before declaring convergence, before
-    pruning, in the last round and when pricing finds nothing (:func:`_solve_master`); ``False`` solves it
+    pruning, in the last round and when pricing finds nothing (``_solve_master``); ``False`` solves it
     exactly every round.
     ``progress`` shows a tqdm bar over the rounds.
 
