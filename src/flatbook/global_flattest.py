@@ -618,13 +618,17 @@ def _slide(U, X, y, activation, project, steps: int = 20, angle: float = 0.1):
         mu = torch.linalg.solve(F, y)
         return (unit_flatness_weights(V, X, activation) ** (1.0 / activation.p) * mu.abs()).sum()
 
+    # Every point is evaluated on the autograd tape: the gradient at an accepted trial is then one
+    # backward pass, not another O(n³) solve.
+    U = U.detach().clone().requires_grad_(True)
     try:
-        current = float(value(U))
+        objective = value(U)
     except RuntimeError:  # singular: nothing to slide
-        return U, math.inf
+        return U.detach(), math.inf
+    current = float(objective.detach())
     for _ in range(steps):
-        V = U.detach().clone().requires_grad_(True)
-        (grad,) = torch.autograd.grad(value(V), V)
+        (grad,) = torch.autograd.grad(objective, U)
+        U = U.detach()
         grad = grad - (grad * U).sum(1, keepdim=True) * U
         largest = float(torch.linalg.vector_norm(grad, dim=1).max())
         if not largest > 0 or not math.isfinite(largest):
@@ -634,12 +638,14 @@ def _slide(U, X, y, activation, project, steps: int = 20, angle: float = 0.1):
             trial = trial / torch.linalg.vector_norm(trial, dim=1, keepdim=True)
             if project is not None:
                 trial = project(trial)
+            trial = trial.detach().requires_grad_(True)
             try:
-                trial_value = float(value(trial))
+                trial_objective = value(trial)
+                trial_value = float(trial_objective.detach())
             except RuntimeError:
                 trial_value = math.inf
             if trial_value < current:
-                U, current, angle = trial, trial_value, angle * 1.5
+                U, objective, current, angle = trial, trial_objective, trial_value, angle * 1.5
                 break
             angle *= 0.5
         else:
