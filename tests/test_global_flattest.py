@@ -62,6 +62,30 @@ def test_master_matches_cvxpy_through_additions_and_removals():
     assert master.solve().value == pytest.approx(cvxpy_weighted_l1(columns[:, keep], y, weights[keep]), rel=1e-7)
 
 
+def test_master_builds_its_model_lazily_through_removals():
+    """Columns wait outside the HiGHS model until a solve; removals before it may hit columns on both sides."""
+    rng = np.random.default_rng(3)
+    columns, weights, y = rng.standard_normal((15, 80)), rng.uniform(0.5, 2.0, 80), rng.standard_normal(15)
+    master = WeightedL1Master(y)
+    master.add(columns[:, :40], weights[:40])
+    master.add(columns[:, 40:50], weights[40:50])
+    keep = np.ones(50, dtype=bool)
+    keep[1::4] = False  # pending columns only: nothing is in the model yet
+    master.remove(keep)
+    first = master.solve()
+    assert first.value == pytest.approx(cvxpy_weighted_l1(columns[:, :50][:, keep], y, weights[:50][keep]), rel=1e-7)
+    master.add(columns[:, 50:], weights[50:])
+    kept = np.concatenate([np.nonzero(keep)[0], np.arange(50, 80)])
+    drop = np.ones(kept.size, dtype=bool)
+    drop[::5] = False  # in the model and pending alike
+    master.remove(drop)
+    kept = kept[drop]
+    solution = master.solve()
+    assert master.size == kept.size
+    assert solution.value == pytest.approx(cvxpy_weighted_l1(columns[:, kept], y, weights[kept]), rel=1e-7)
+    np.testing.assert_allclose(columns[:, kept] @ solution.mu, y, atol=1e-10)
+
+
 def test_master_says_when_its_columns_cannot_interpolate():
     master = WeightedL1Master(np.arange(5.0))
     with pytest.raises(InfeasibleInterpolationError, match="no columns"):
