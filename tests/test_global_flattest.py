@@ -15,6 +15,7 @@ from flatbook.flatness import unit_flatness_weights
 from flatbook.global_flattest import (
     _master_vertex,
     _merged_directions,
+    _slide,
     _solve_master,
     _support_refit,
     rounding_excess_bound,
@@ -444,3 +445,23 @@ def test_measure_dual_bound_is_a_proven_lower_bound_on_the_bad_set():
         assert bound.dual_value == pytest.approx(float(((y - y.mean()) ** 2).sum()))
     with pytest.raises(FlatbookInputError, match="lam has 3 entries"):
         measure_dual_bound(X, y, "quadratic", torch.ones(3, dtype=torch.float64))
+
+
+def test_slide_descends_and_reports_the_value_where_it_ends():
+    """The slide keeps every point on the autograd tape: the value it returns is V at the directions it
+    returns (recomputed here from scratch), never above the starting V, and its directions stay unit rows."""
+    _, X, y = data(3, 12, "relu")
+    activation = get_activation("relu")
+    U = random_directions(12, 3, seed=4)
+
+    def value(V):
+        mu = torch.linalg.solve(activation(X @ V.T), y)
+        return float((unit_flatness_weights(V, X, activation) * mu.abs()).sum())
+
+    moved, reported = _slide(U, X, y, activation, None, steps=10)
+    assert not moved.requires_grad
+    torch.testing.assert_close(torch.linalg.vector_norm(moved, dim=1), torch.ones(12, dtype=X.dtype))
+    assert reported == pytest.approx(value(moved), rel=1e-12)
+    assert reported < value(U)
+    singular = torch.cat([U[:1]] * 12)
+    assert _slide(singular, X, y, activation, None)[1] == math.inf
