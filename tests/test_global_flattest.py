@@ -73,14 +73,16 @@ def test_master_builds_its_model_lazily_through_removals():
     keep = np.ones(50, dtype=bool)
     keep[1::4] = False  # pending columns only: nothing is in the model yet
     master.remove(keep)
+    assert master._highs.getNumCol() == 0  # nothing built before a solve
     first = master.solve()
+    assert master._highs.getNumCol() == 2 * master.size  # the pairs μ⁺, μ⁻
     assert first.value == pytest.approx(cvxpy_weighted_l1(columns[:, :50][:, keep], y, weights[:50][keep]), rel=1e-7)
     master.add(columns[:, 50:], weights[50:])
     kept = np.concatenate([np.nonzero(keep)[0], np.arange(50, 80)])
-    drop = np.ones(kept.size, dtype=bool)
-    drop[::5] = False  # in the model and pending alike
-    master.remove(drop)
-    kept = kept[drop]
+    keep_again = np.ones(kept.size, dtype=bool)
+    keep_again[::5] = False  # in the model and pending alike
+    master.remove(keep_again)
+    kept = kept[keep_again]
     solution = master.solve()
     assert master.size == kept.size
     assert solution.value == pytest.approx(cvxpy_weighted_l1(columns[:, kept], y, weights[kept]), rel=1e-7)
@@ -447,21 +449,41 @@ def test_measure_dual_bound_is_a_proven_lower_bound_on_the_bad_set():
         measure_dual_bound(X, y, "quadratic", torch.ones(3, dtype=torch.float64))
 
 
-def test_slide_descends_and_reports_the_value_where_it_ends():
-    """The slide keeps every point on the autograd tape: the value it returns is V at the directions it
-    returns (recomputed here from scratch), never above the starting V, and its directions stay unit rows."""
+def test_slide_on_the_tape_is_the_slide_with_fresh_gradients():
+    """The slide evaluates every trial on the autograd tape and takes the gradient at an accepted trial from
+    it; a reference loop that evaluates trials without the tape and recomputes each gradient by a fresh
+    forward pass (the slide as it was) must end at the same directions and value, which is V there."""
     _, X, y = data(3, 12, "relu")
     activation = get_activation("relu")
     U = random_directions(12, 3, seed=4)
 
     def value(V):
         mu = torch.linalg.solve(activation(X @ V.T), y)
-        return float((unit_flatness_weights(V, X, activation) * mu.abs()).sum())
+        return (unit_flatness_weights(V, X, activation) ** (1.0 / activation.p) * mu.abs()).sum()
+
+    def fresh_gradient_slide(U, steps, angle=0.1):
+        current = float(value(U))
+        for _ in range(steps):
+            V = U.clone().requires_grad_(True)
+            (grad,) = torch.autograd.grad(value(V), V)
+            grad = grad - (grad * U).sum(1, keepdim=True) * U
+            largest = float(torch.linalg.vector_norm(grad, dim=1).max())
+            while angle > 1e-6:
+                trial = U - (angle / largest) * grad
+                trial = trial / torch.linalg.vector_norm(trial, dim=1, keepdim=True)
+                with torch.no_grad():
+                    trial_value = float(value(trial))
+                if trial_value < current:
+                    U, current, angle = trial, trial_value, angle * 1.5
+                    break
+                angle *= 0.5
+        return U, current
 
     moved, reported = _slide(U, X, y, activation, None, steps=10)
+    expected, expected_value = fresh_gradient_slide(U, steps=10)
     assert not moved.requires_grad
-    torch.testing.assert_close(torch.linalg.vector_norm(moved, dim=1), torch.ones(12, dtype=X.dtype))
-    assert reported == pytest.approx(value(moved), rel=1e-12)
-    assert reported < value(U)
+    torch.testing.assert_close(moved, expected, rtol=1e-12, atol=1e-12)
+    assert reported == pytest.approx(expected_value, rel=1e-12)
+    assert reported == pytest.approx(float(value(moved)), rel=1e-12) and reported < float(value(U))
     singular = torch.cat([U[:1]] * 12)
     assert _slide(singular, X, y, activation, None)[1] == math.inf

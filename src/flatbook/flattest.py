@@ -113,17 +113,25 @@ def _primal_from_dual(lam, Phi, kappa, p):
     return torch.sign(v) * (v.abs() / (p * kappa)) ** (q - 1.0)
 
 
-def _weighted_gram(Phi, weights, blocks: int = 4):
-    """Φ diag(weights) Φᵀ from its lower block triangle, mirrored: the normal and Newton matrices.
+#: below this many entries of Φ, :func:`_weighted_gram` is one GEMM: the blocked product loses there
+#: (1.4-4× its time at n·m ≤ 1.25·10⁵, 0.7-0.94× from 3.2·10⁵ up; ``python bench/bench_gram.py``)
+BLOCKED_GRAM_MIN_ENTRIES = 300_000
 
-    Row blocks times the rows up to theirs, mirrored: (blocks + 1) / (2 · blocks) of the full product's
-    flops (bench/README.md, session 14: 0.59 s against 0.81 s at n = 1600 and 25 000 columns, two cores).
+
+def _weighted_gram(Phi, weights=None, blocks: int = 4, min_entries: int = BLOCKED_GRAM_MIN_ENTRIES):
+    """Φ diag(weights) Φᵀ (Φ Φᵀ without weights): the normal, Newton and starting Gram matrices.
+
+    From ``min_entries`` entries of Φ up, from its lower block triangle, mirrored: row blocks times the
+    rows up to theirs, (blocks + 1) / (2 · blocks) of the full product's flops.
     """
     n = Phi.shape[0]
+    if Phi.numel() < min_entries:
+        return (Phi if weights is None else Phi * weights) @ Phi.T
     gram = Phi.new_empty(n, n)
     edges = [i * n // blocks for i in range(blocks + 1)]
     for start, stop in itertools.pairwise(edges):
-        block = (Phi[start:stop] * weights) @ Phi[:stop].T
+        rows = Phi[start:stop] if weights is None else Phi[start:stop] * weights
+        block = rows @ Phi[:stop].T
         gram[start:stop, :stop] = block
         gram[:start, start:stop] = block[:, :start].T
     return gram
@@ -217,7 +225,7 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80, vertex=None):
         return torch.cat([u, -u])
 
     # Mehrotra's starting point: least-norm x, λ = 0 (A c = 0 here), shifted to the interior.
-    gram = _weighted_gram(Phi, Phi.new_ones(m))
+    gram = _weighted_gram(Phi)
     gram.diagonal().add_(1e-12 * float(gram.diagonal().max()))  # a ridge: Φ may be (nearly) rank deficient
     x_plus = Phi.T @ torch.linalg.solve(2.0 * gram, y)
     x = torch.cat([x_plus, -x_plus])

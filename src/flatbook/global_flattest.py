@@ -647,6 +647,7 @@ def _slide(U, X, y, activation, project, steps: int = 20, angle: float = 0.1):
             if trial_value < current:
                 U, objective, current, angle = trial, trial_objective, trial_value, angle * 1.5
                 break
+            trial_objective = None  # a rejected trial's tape goes before the next one is built
             angle *= 0.5
         else:
             break

@@ -9,8 +9,8 @@ a linear program with dual  max_λ λᵀy  subject to |φ_jᵀλ| ≤ w_j.  Colu
 directions one batch at a time and drops unused ones; :class:`WeightedL1Master` keeps one
 HiGHS model alive across these changes, so each re-solve starts from the previous basis
 (adding columns keeps the old basis primal feasible: the primal simplex continues from it).
-The model is built at the first solve: a column generation whose interior-point master never
-falls back to the simplex never pays for it.
+Columns enter the model at the next solve: a column generation whose interior-point master never
+falls back to the simplex never pays for them.
 
 Unlike :func:`~flatbook.flattest.flattest_outer_weights`, which fixes κ and p from the activation and
 needs at least n columns of full rank, the master takes any positive weights and any number
@@ -86,7 +86,7 @@ class WeightedL1Master:
         self.weights = np.zeros(0)
         self._order = np.zeros(0, dtype=np.int64)  # LP column → our column
         self._sign = np.zeros(0)                   # LP column → +1 (μ⁺) or −1 (μ⁻)
-        self._pending = np.zeros((self.n, 0))      # the last columns, not yet in the HiGHS model
+        self._pending: list[np.ndarray] = []       # blocks of the last columns, not yet in the HiGHS model
 
     @property
     def size(self) -> int:
@@ -99,16 +99,17 @@ class WeightedL1Master:
         weights = np.asarray(weights, dtype=np.float64).reshape(-1)
         if columns.shape[1] != weights.shape[0] or (weights <= 0).any() or not np.isfinite(columns).all():
             raise FlatbookInputError("need one positive weight per finite column.")
-        self._pending = np.hstack([self._pending, columns])
+        self._pending.append(columns)
         self.weights = np.concatenate([self.weights, weights])
 
     def _flush(self) -> None:
-        """Put the pending columns into the HiGHS model, as pairs μ⁺, μ⁻ at the end of its columns."""
-        k = self._pending.shape[1]
+        """Put the pending columns (always the last ones) into the HiGHS model, as pairs μ⁺, μ⁻ at its end."""
+        pending = np.hstack([np.zeros((self.n, 0)), *self._pending])
+        k = pending.shape[1]
         if k == 0:
             return
         weights = self.weights[self.size - k:]
-        both = np.hstack([self._pending, -self._pending])  # μ⁺ columns, then μ⁻ columns
+        both = np.hstack([pending, -pending])  # μ⁺ columns, then μ⁻ columns
         starts = np.arange(2 * k, dtype=np.int32) * self.n
         index = np.tile(np.arange(self.n, dtype=np.int32), 2 * k)
         self._highs.addCols(2 * k, np.concatenate([weights, weights]), np.zeros(2 * k),
@@ -116,13 +117,14 @@ class WeightedL1Master:
         first = self.size - k  # keep our bookkeeping in LP order
         self._order = np.concatenate([self._order, first + np.arange(k), first + np.arange(k)])
         self._sign = np.concatenate([self._sign, np.ones(k), -np.ones(k)])
-        self._pending = np.zeros((self.n, 0))
+        self._pending = []
 
     def remove(self, keep: np.ndarray) -> None:
         """Keep only the columns where the boolean mask ``keep`` is True."""
         keep = np.asarray(keep, dtype=bool)
-        pending = self._pending.shape[1]
-        self._pending = self._pending[:, keep[self.size - pending:]]
+        pending = sum(block.shape[1] for block in self._pending)  # the last columns
+        if pending > 0:
+            self._pending = [np.hstack(self._pending)[:, keep[self.size - pending:]]]
         drop_lp = np.nonzero(~keep[self._order])[0].astype(np.int32)
         if drop_lp.size > 0:
             self._highs.deleteCols(drop_lp.size, drop_lp)
