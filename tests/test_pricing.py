@@ -8,6 +8,7 @@ import torch
 from flatbook import get_activation
 from flatbook.errors import FlatbookInputError
 from flatbook.pricing import (
+    ExactPricer,
     _arrangement_faces,
     _face_values,
     dual_ratio,
@@ -133,6 +134,40 @@ def test_quadratic_bound_is_a_bound_and_within_a_small_factor(d):
         assert bound <= 2.0 * found
         # Never worse than the generic bound.
         assert bound <= dual_ratio_bound(lam, X, quad)
+
+
+def every_face_top(lam, X, activation, top):
+    """The enumeration without ExactPricer's pre-selection and caching: every face's stationary point
+    u = G⁺λ evaluated with :func:`_face_values`, with the rays; the ``top`` largest values."""
+    rays, ray_patterns, spans, patterns = _arrangement_faces(X)
+    sq_norms, slope = (X * X).sum(1), activation.negative_slope
+    s = torch.where(patterns > 0, 1.0, torch.where(patterns < 0, slope, 0.0)).to(X.dtype)
+    gram = torch.einsum("fi,ij,ik->fjk", s * s, X, X)
+    normal = spans.transpose(1, 2) @ gram @ spans
+    rhs = spans.transpose(1, 2) @ ((s * lam) @ X)[:, :, None]
+    u = (spans @ torch.linalg.pinv(normal, hermitian=True) @ rhs)[:, :, 0]
+    plus, minus = _face_values(lam, X, sq_norms, u, patterns, slope, both_signs=True)
+    values = torch.cat([_face_values(lam, X, sq_norms, rays, ray_patterns, slope), plus, minus])
+    return torch.topk(values, top).values
+
+
+@pytest.mark.parametrize("activation", PIECEWISE_LINEAR, ids=str)
+def test_exact_pricer_reuse_and_preselection_lose_no_face(activation):
+    """One ExactPricer for several λ (its cached arrangement, float32 pre-selection of the faces whose
+    stationary point lies inside) gives the same best values as evaluating every face afresh."""
+    X, _ = instance(n=24, d=3, seed=7)
+    pricer = ExactPricer(X, activation, chunk=500)  # several chunks
+    gen = torch.Generator().manual_seed(8)
+    for _ in range(4):
+        lam = torch.randn(24, generator=gen, dtype=torch.float64)
+        top = 48
+        sup, U, values = pricer.sup(lam, top=top)
+        reference = every_face_top(lam, X, activation, top)
+        assert sup == pytest.approx(float(reference[0]), rel=1e-12)
+        kept = reference[reference >= 0]  # outside faces (−1) are not candidates
+        torch.testing.assert_close(values[: kept.shape[0]], kept, rtol=1e-12, atol=0)
+        assert U.shape == (values.shape[0], 3)
+        torch.testing.assert_close(dual_ratio(U[:4], lam, X, activation), values[:4], rtol=1e-6, atol=0)
 
 
 def test_exact_pricing_rejects_what_it_cannot_do():

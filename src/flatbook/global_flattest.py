@@ -52,8 +52,8 @@ from .flattest import _exact_vertex, _lp_interior_point, flattest_outer_weights
 from .interpolators import complement_basis
 from .network import TwoLayerNet
 from .pricing import (
+    ExactPricer,
     dual_ratio_bound,
-    exact_dual_ratio_sup,
     exact_pricing_available,
     maximize_dual_ratio,
     nudge_inactive,
@@ -162,15 +162,23 @@ def _pricing_mode(activation, project, basis, d: int, exact_pricing: bool = True
     return "superset" if exact_pricing and exact_pricing_available(activation, d) else "bound"
 
 
-def _proven_dual_ratio_sup(lam, X, activation, basis, pricing: str) -> float:
-    """A proven upper bound on sup G_λ over the admissible set, by the method ``pricing`` names."""
-    subspace = basis if basis.shape[1] < X.shape[1] else None
+def _exact_pricer(X, activation, basis, pricing: str) -> ExactPricer | None:
+    """The arrangement enumeration that ``pricing`` uses, built once for every λ: over the admissible
+    subspace ("exact"), over the whole sphere ("superset"), or None ("bound")."""
     if pricing == "exact":
-        return exact_dual_ratio_sup(lam, X, activation, subspace)[0]
+        return ExactPricer(X, activation, basis if basis.shape[1] < X.shape[1] else None)
     if pricing == "superset":
-        return exact_dual_ratio_sup(lam, X, activation)[0]
+        return ExactPricer(X, activation)
+    return None
+
+
+def _proven_dual_ratio_sup(lam, X, activation, basis, pricing: str, pricer: ExactPricer | None) -> float:
+    """A proven upper bound on sup G_λ over the admissible set, by the method ``pricing`` names (``pricer``
+    from :func:`_exact_pricer`)."""
+    if pricer is not None:
+        return pricer.sup(lam)[0]
     if activation.name == "quadratic":
-        return quadratic_dual_ratio_bound(lam, X, subspace)
+        return quadratic_dual_ratio_bound(lam, X, basis if basis.shape[1] < X.shape[1] else None)
     return dual_ratio_bound(lam, X, activation)
 
 
@@ -201,7 +209,7 @@ def measure_dual_bound(X, y, activation, lam, *, teacher=None, max_alignment=Non
     project, basis, _ = _admissible_set(X.shape[1], teacher, max_alignment, X.device)
     pricing = _pricing_mode(activation, project, basis, X.shape[1])
     dual_value = float(lam @ y)
-    sup = _proven_dual_ratio_sup(lam, X, activation, basis, pricing)
+    sup = _proven_dual_ratio_sup(lam, X, activation, basis, pricing, _exact_pricer(X, activation, basis, pricing))
     value = dual_value / sup if dual_value > 0 and sup > 0 else 0.0
     return DualBound(value=value, dual_value=dual_value, sup=sup, pricing=pricing)
 
@@ -337,6 +345,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             batch = _random_admissible(directions.shape[0], basis, project, gen, device)
             Phi_batch, w_batch = _columns(batch, X, activation)
 
+    pricer = _exact_pricer(X, activation, basis, pricing)
     best = {"estimate": -math.inf, "proven": -math.inf}
     history = []
     status = f"round limit ({rounds}) reached"
@@ -352,12 +361,11 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         found, values = maximize_dual_ratio(lam, X, activation, starts, project, steps=pricing_steps)
         sup_estimate = max(float(values.max()), float(((Phi.T @ lam).abs() / w).max()))
         if exact:
-            sup_proven, u_exact, v_exact = exact_dual_ratio_sup(lam, X, activation, basis if r < d else None,
-                                                                top=max_new)
+            sup_proven, u_exact, v_exact = pricer.sup(lam, top=max_new)
             found, values = torch.cat([found, u_exact]), torch.cat([values, v_exact])
             sup_estimate = max(sup_estimate, sup_proven)
         else:
-            sup_proven = _proven_dual_ratio_sup(lam, X, activation, basis, pricing)
+            sup_proven = _proven_dual_ratio_sup(lam, X, activation, basis, pricing, pricer)
         if sup_proven < (1.0 - 1e-9) * sup_estimate:  # a proven bound below a value actually reached: a bug
             raise SolverError(f"the proven bound {sup_proven:.6g} on the dual ratio is below a value the ascent "
                               f"reached, {sup_estimate:.6g}: please report this ({pricing} pricing).")
