@@ -104,7 +104,8 @@ def chapter5_kinds(config):
     """As :func:`chapter3_kinds`, for chapter 5 (one n, config.n): per setting, all ρ* of one seed."""
     e = paper_experiments
     point = partial(sized, e._point)
-    sweep_points = len(config.noise_sweep) + config.width_sweep.count(config.width_ratio)
+    # the noise sweep's other τ run the sweep setting again (its own τ and m/n reuse the settings' rows)
+    sweep_points = sum(tau != config.noise_std for tau in config.noise_sweep)
     grid = [
         (
             f"grid: {setting}",

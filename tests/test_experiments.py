@@ -280,6 +280,41 @@ def test_upsilon_of_the_function_ignores_labels_and_the_symmetry():
     assert min_flatness(net, X, net(X) + 0.0) == pytest.approx(value, rel=1e-12)
 
 
+def test_paper_experiments_sweeps_reuse_the_settings_rows_at_the_configs_own_values(monkeypatch):
+    """A noise or width sweep value equal to the config's own (the paper's τ = 0.1, m/n = 2) takes the settings
+    run's rows instead of running the same points again; the other values run."""
+    from dataclasses import replace
+
+    from flatbook.experiments import paper_experiments as pe
+
+    monkeypatch.setenv("FLATBOOK_CACHE", "off")
+    base = pe.CONFIGS["smoke"]
+    config = replace(
+        base,
+        settings=("sum of single-index, ReLU",),
+        rhos=(0.0, 0.3, 0.6, 0.9),
+        noise_sweep=(base.noise_std, 0.5),
+        width_sweep=(base.width_ratio, 3.0),
+        reference_settings=(),
+    )
+    calls = []
+    point = pe._point
+
+    def counted(config, **kwargs):
+        calls.append((config.noise_std, config.width_ratio))
+        return point(config, **kwargs)
+
+    monkeypatch.setattr(pe, "_point", counted)
+    tables = pe.run(config)
+    tau, ratio = base.noise_std, base.width_ratio
+    assert sorted(calls) == sorted([(tau, ratio), (0.5, ratio), (tau, 3.0)] * config.seeds)
+    own = {key: value for key, value in tables["correlations"][0].items() if key != "setting"}
+    assert {key: value for key, value in tables["noise"][0].items() if key != "noise_std"} == own
+    assert {key: value for key, value in tables["width"][0].items() if key != "width_ratio"} == own
+    assert [row["noise_std"] for row in tables["noise"]] == [tau, 0.5]
+    assert [row["width_ratio"] for row in tables["width"]] == [ratio, 3.0]
+
+
 @pytest.mark.slow
 def test_paper_experiments_tables():
     from flatbook.experiments import paper_experiments

@@ -217,18 +217,29 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
     if outside:
         raise FlatbookInputError(f"reference_settings {outside} are not among the settings run; add them to settings.")
     points = _sweep(config, jobs, backend, "settings")
+    # A sweep value equal to the config's own (the paper's τ = 0.1 and m/n = 2) would run the sweep setting
+    # again: its rows are the settings run's, when that run has the sweep setting.
+    own = where(points, setting=config.sweep_setting) if config.sweep_setting in config.settings else None
     noise_rows = [
         row
         for tau in config.noise_sweep
-        for row in _sweep(
-            replace(config, settings=(config.sweep_setting,), noise_std=tau), jobs, backend, f"noise {tau:g}"
+        for row in (
+            own
+            if own is not None and tau == config.noise_std
+            else _sweep(
+                replace(config, settings=(config.sweep_setting,), noise_std=tau), jobs, backend, f"noise {tau:g}"
+            )
         )
     ]
     width_rows = [
         row
         for ratio in config.width_sweep
-        for row in _sweep(
-            replace(config, settings=(config.sweep_setting,), width_ratio=ratio), jobs, backend, f"m/n {ratio:g}"
+        for row in (
+            own
+            if own is not None and ratio == config.width_ratio
+            else _sweep(
+                replace(config, settings=(config.sweep_setting,), width_ratio=ratio), jobs, backend, f"m/n {ratio:g}"
+            )
         )
     ]
     references = map_points(
