@@ -1,0 +1,90 @@
+"""Exact pricing (ReLU, d = 3): one ExactPricer for many λ against the enumeration afresh for each λ.
+
+    python bench/bench_pricing.py
+    python bench/bench_pricing.py --n 48 96 192 --duals 5
+
+Column generation prices tens of dual points λ on the same data.  Three ways to get sup_u G_λ(u) and the
+2n best faces for each of ``--duals`` random λ (Gaussian data, d = 3, ReLU):
+
+- afresh: what every round did before session 15 (commit 4b51467): enumerate the arrangement, form and
+  pseudo-invert every face's GᵀG, and value every face's stationary point and every ray in float64
+  (``afresh`` below, the old code's arithmetic);
+- one-shot: :func:`flatbook.pricing.exact_dual_ratio_sup`, an :class:`~flatbook.pricing.ExactPricer`
+  built for one λ and used once;
+- reused: one :class:`~flatbook.pricing.ExactPricer` built once, then ``sup`` per λ.
+
+Printed per n: seconds per λ of each (fastest of three runs of all ``--duals``; the build once, apart), the
+ratios afresh / reused and one-shot / reused, and the largest relative difference of the 2n values between
+afresh and reused (round-off: the same faces, the same formula).
+"""
+
+from __future__ import annotations
+
+import argparse
+from functools import partial
+
+import torch
+
+from flatbook import get_activation
+from flatbook.pricing import ExactPricer, _arrangement_faces, _face_values, exact_dual_ratio_sup
+
+from common import fastest, header
+
+
+def afresh(lam, X, activation, top, chunk=20_000):
+    """The 2n best values of the enumeration as every round ran it before ExactPricer (commit 4b51467)."""
+    n, r = X.shape
+    sq_norms, slope = (X * X).sum(1), activation.negative_slope
+    rays, ray_patterns, spans, patterns = _arrangement_faces(X)
+    outer = (X[:, :, None] * X[:, None, :]).reshape(-1, r * r)
+    values = [_face_values(lam, X, sq_norms, rays, ray_patterns, slope)]
+    for start in range(0, patterns.shape[0], chunk):
+        pat, span = patterns[start : start + chunk], spans[start : start + chunk]
+        s = torch.where(pat > 0, torch.ones_like(pat), torch.where(pat < 0, torch.full_like(pat, slope), 0 * pat))
+        normal = span.transpose(1, 2) @ ((s * s) @ outer).reshape(-1, r, r) @ span
+        rhs = span.transpose(1, 2) @ ((s * lam) @ X)[:, :, None]
+        u = torch.einsum("frk,fk->fr", span, (torch.linalg.pinv(normal, hermitian=True) @ rhs)[:, :, 0])
+        values.extend(_face_values(lam, X, sq_norms, u, pat, slope, both_signs=True))
+    return torch.topk(torch.cat(values), top).values
+
+
+def best_values(price, duals) -> list:
+    """The values ``price`` (λ → the best values, or (sup, directions, values)) gives each λ of ``duals``."""
+    return [result if isinstance(result, torch.Tensor) else result[2] for result in map(price, duals)]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, nargs="+", default=[48, 96, 192])
+    parser.add_argument("--duals", type=int, default=5, help="random dual points λ per n")
+    args = parser.parse_args()
+    if any(n < 4 for n in args.n) or args.duals < 1:
+        parser.error("every --n must be at least 4 and --duals at least 1")
+    relu = get_activation("relu")
+    print(header("ReLU, d = 3, top = 2n"))
+    print(
+        "| n | faces | build s | afresh s/λ | one-shot s/λ | reused s/λ | afresh / reused | one-shot / reused "
+        "| max rel. diff |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for n in args.n:
+        gen = torch.Generator().manual_seed(n)
+        X = torch.randn(n, 3, generator=gen, dtype=torch.float64)
+        duals = [torch.randn(n, generator=gen, dtype=torch.float64) for _ in range(args.duals)]
+        top = 2 * n
+        pricer, build = fastest(ExactPricer, X, relu, repeats=1)
+        faces = sum(chunk[0].shape[0] for chunk in pricer.chunks)
+        old, t_old = fastest(best_values, partial(afresh, X=X, activation=relu, top=top), duals, repeats=3)
+        once = partial(exact_dual_ratio_sup, X=X, activation=relu, top=top)
+        _, t_once = fastest(best_values, once, duals, repeats=3)
+        new, t_new = fastest(best_values, partial(pricer.sup, top=top), duals, repeats=3)
+        diff = max(float(((a[: b.shape[0]] - b).abs() / b.abs()).max()) for a, b in zip(old, new, strict=True))
+        per = args.duals
+        print(
+            f"| {n} | {faces} | {build:.2f} | {t_old / per:.3f} | {t_once / per:.3f} | {t_new / per:.4f} "
+            f"| {t_old / t_new:.1f} | {t_once / t_new:.1f} | {diff:.1e} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
