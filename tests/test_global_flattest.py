@@ -87,6 +87,15 @@ def test_master_builds_its_model_lazily_through_removals():
     assert master.size == kept.size
     assert solution.value == pytest.approx(cvxpy_weighted_l1(columns[:, kept], y, weights[kept]), rel=1e-7)
     np.testing.assert_allclose(columns[:, kept] @ solution.mu, y, atol=1e-10)
+    # Two pending blocks, the first removed whole: the other's columns stay in place.
+    master.add(2.0 * columns[:, :5], weights[:5])
+    master.add(columns[:, 5:8], weights[5:8])
+    keep_last = np.r_[np.ones(kept.size, dtype=bool), np.zeros(5, dtype=bool), np.ones(3, dtype=bool)]
+    master.remove(keep_last)
+    kept = np.r_[kept, 5, 6, 7]
+    assert master.size == kept.size and master._pending_count == 3
+    assert master.solve().value == pytest.approx(cvxpy_weighted_l1(columns[:, kept], y, weights[kept]), rel=1e-7)
+    assert master._highs.getNumCol() == 2 * master.size
 
 
 def test_master_says_when_its_columns_cannot_interpolate():

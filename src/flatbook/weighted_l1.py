@@ -102,12 +102,17 @@ class WeightedL1Master:
         self._pending.append(columns)
         self.weights = np.concatenate([self.weights, weights])
 
+    @property
+    def _pending_count(self) -> int:
+        """Number of pending columns: the ones not in the HiGHS model, which holds two LP columns per column."""
+        return self.size - self._order.shape[0] // 2
+
     def _flush(self) -> None:
         """Put the pending columns (always the last ones) into the HiGHS model, as pairs μ⁺, μ⁻ at its end."""
-        pending = np.hstack([np.zeros((self.n, 0)), *self._pending])
-        k = pending.shape[1]
+        k = self._pending_count
         if k == 0:
             return
+        pending = np.hstack(self._pending)
         weights = self.weights[self.size - k:]
         both = np.hstack([pending, -pending])  # μ⁺ columns, then μ⁻ columns
         starts = np.arange(2 * k, dtype=np.int32) * self.n
@@ -122,9 +127,12 @@ class WeightedL1Master:
     def remove(self, keep: np.ndarray) -> None:
         """Keep only the columns where the boolean mask ``keep`` is True."""
         keep = np.asarray(keep, dtype=bool)
-        pending = sum(block.shape[1] for block in self._pending)  # the last columns
-        if pending > 0:
-            self._pending = [np.hstack(self._pending)[:, keep[self.size - pending:]]]
+        first = self.size - self._pending_count  # the pending columns are the last ones: block by block
+        blocks = []
+        for block in self._pending:
+            blocks.append(block[:, keep[first:first + block.shape[1]]])
+            first += block.shape[1]
+        self._pending = [block for block in blocks if block.shape[1] > 0]
         drop_lp = np.nonzero(~keep[self._order])[0].astype(np.int32)
         if drop_lp.size > 0:
             self._highs.deleteCols(drop_lp.size, drop_lp)
