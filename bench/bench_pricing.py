@@ -13,9 +13,11 @@ Column generation prices tens of dual points λ on the same data.  Three ways to
   built for one λ and used once;
 - reused: one :class:`~flatbook.pricing.ExactPricer` built once, then ``sup`` per λ.
 
-Printed per n: seconds per λ of each (fastest of three runs of all ``--duals``; the build once, apart), the
-ratios afresh / reused and one-shot / reused, and the largest relative difference of the 2n values between
-afresh and reused (round-off: the same faces, the same formula).
+Printed per n: the faces; how many have their stationary point u or −u inside (mean over the λ: the reused
+pricer values these, and the few more its float32 test lets through); seconds per λ of each (fastest of
+three runs of all ``--duals``; the build once, apart); the ratios afresh / reused and one-shot / reused;
+and the largest difference of the 2n best values between afresh and reused, relative to the largest
+(round-off: the same faces, the same formula).
 """
 
 from __future__ import annotations
@@ -32,25 +34,28 @@ from common import fastest, header
 
 
 def afresh(lam, X, activation, top, chunk=20_000):
-    """The 2n best values of the enumeration as every round ran it before ExactPricer (commit 4b51467)."""
+    """The ``top`` best values of the enumeration as every round ran it before ExactPricer (commit 4b51467),
+    and how many faces have their stationary point u or −u inside."""
     n, r = X.shape
     sq_norms, slope = (X * X).sum(1), activation.negative_slope
     rays, ray_patterns, spans, patterns = _arrangement_faces(X)
     outer = (X[:, :, None] * X[:, None, :]).reshape(-1, r * r)
-    values = [_face_values(lam, X, sq_norms, rays, ray_patterns, slope)]
+    values, inside = [_face_values(lam, X, sq_norms, rays, ray_patterns, slope)], 0
     for start in range(0, patterns.shape[0], chunk):
         pat, span = patterns[start : start + chunk], spans[start : start + chunk]
         s = torch.where(pat > 0, torch.ones_like(pat), torch.where(pat < 0, torch.full_like(pat, slope), 0 * pat))
         normal = span.transpose(1, 2) @ ((s * s) @ outer).reshape(-1, r, r) @ span
         rhs = span.transpose(1, 2) @ ((s * lam) @ X)[:, :, None]
         u = torch.einsum("frk,fk->fr", span, (torch.linalg.pinv(normal, hermitian=True) @ rhs)[:, :, 0])
-        values.extend(_face_values(lam, X, sq_norms, u, pat, slope, both_signs=True))
-    return torch.topk(torch.cat(values), top).values
+        plus, minus = _face_values(lam, X, sq_norms, u, pat, slope, both_signs=True)
+        values.extend((plus, minus))
+        inside += int(((plus >= 0) | (minus >= 0)).sum())
+    return torch.topk(torch.cat(values), top).values, inside
 
 
-def best_values(price, duals) -> list:
-    """The values ``price`` (λ → the best values, or (sup, directions, values)) gives each λ of ``duals``."""
-    return [result if isinstance(result, torch.Tensor) else result[2] for result in map(price, duals)]
+def each(price, duals) -> list:
+    """``price`` (a function of λ) at each λ of ``duals``."""
+    return [price(lam) for lam in duals]
 
 
 def main():
@@ -63,10 +68,10 @@ def main():
     relu = get_activation("relu")
     print(header("ReLU, d = 3, top = 2n"))
     print(
-        "| n | faces | build s | afresh s/λ | one-shot s/λ | reused s/λ | afresh / reused | one-shot / reused "
-        "| max rel. diff |"
+        "| n | faces | inside per λ | build s | afresh s/λ | one-shot s/λ | reused s/λ | afresh / reused "
+        "| one-shot / reused | max rel. diff |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for n in args.n:
         gen = torch.Generator().manual_seed(n)
         X = torch.randn(n, 3, generator=gen, dtype=torch.float64)
@@ -74,15 +79,18 @@ def main():
         top = 2 * n
         pricer, build = fastest(ExactPricer, X, relu, repeats=1)
         faces = sum(chunk[0].shape[0] for chunk in pricer.chunks)
-        old, t_old = fastest(best_values, partial(afresh, X=X, activation=relu, top=top), duals, repeats=3)
-        once = partial(exact_dual_ratio_sup, X=X, activation=relu, top=top)
-        _, t_once = fastest(best_values, once, duals, repeats=3)
-        new, t_new = fastest(best_values, partial(pricer.sup, top=top), duals, repeats=3)
-        diff = max(float(((a[: b.shape[0]] - b).abs() / b.abs()).max()) for a, b in zip(old, new, strict=True))
+        before, t_before = fastest(each, partial(afresh, X=X, activation=relu, top=top), duals, repeats=3)
+        _, t_once = fastest(each, partial(exact_dual_ratio_sup, X=X, activation=relu, top=top), duals, repeats=3)
+        now, t_now = fastest(each, partial(pricer.sup, top=top), duals, repeats=3)
+        diff = max(
+            float((values[: result[2].shape[0]] - result[2]).abs().max() / result[0])
+            for (values, _), result in zip(before, now, strict=True)
+        )
+        inside = sum(count for _, count in before) / len(before)
         per = args.duals
         print(
-            f"| {n} | {faces} | {build:.2f} | {t_old / per:.3f} | {t_once / per:.3f} | {t_new / per:.4f} "
-            f"| {t_old / t_new:.1f} | {t_once / t_new:.1f} | {diff:.1e} |"
+            f"| {n} | {faces} | {inside:.0f} | {build:.2f} | {t_before / per:.3f} | {t_once / per:.3f} "
+            f"| {t_now / per:.4f} | {t_before / t_now:.1f} | {t_once / t_now:.1f} | {diff:.1e} |"
         )
 
 

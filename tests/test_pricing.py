@@ -136,37 +136,66 @@ def test_quadratic_bound_is_a_bound_and_within_a_small_factor(d):
         assert bound <= dual_ratio_bound(lam, X, quad)
 
 
-def every_face_top(lam, X, activation, top):
-    """The enumeration without ExactPricer's pre-selection and caching: every face's stationary point
-    u = G⁺λ evaluated with :func:`_face_values`, with the rays; the ``top`` largest values."""
-    rays, ray_patterns, spans, patterns = _arrangement_faces(X)
+def every_face_values(lam, X, activation, basis=None):
+    """The enumeration without ExactPricer's caching and pre-selection: every face's stationary point
+    u = G⁺λ valued with :func:`_face_values`, and every ray; the values of the rays and of the u that lie
+    in their faces (u ≠ 0), largest first."""
+    Xr = X if basis is None else X @ basis
+    rays, ray_patterns, spans, patterns = _arrangement_faces(Xr)
     sq_norms, slope = (X * X).sum(1), activation.negative_slope
     s = torch.where(patterns > 0, 1.0, torch.where(patterns < 0, slope, 0.0)).to(X.dtype)
-    gram = torch.einsum("fi,ij,ik->fjk", s * s, X, X)
-    normal = spans.transpose(1, 2) @ gram @ spans
-    rhs = spans.transpose(1, 2) @ ((s * lam) @ X)[:, :, None]
+    normal = spans.transpose(1, 2) @ torch.einsum("fi,ij,ik->fjk", s * s, Xr, Xr) @ spans
+    rhs = spans.transpose(1, 2) @ ((s * lam) @ Xr)[:, :, None]
     u = (spans @ torch.linalg.pinv(normal, hermitian=True) @ rhs)[:, :, 0]
-    plus, minus = _face_values(lam, X, sq_norms, u, patterns, slope, both_signs=True)
-    values = torch.cat([_face_values(lam, X, sq_norms, rays, ray_patterns, slope), plus, minus])
-    return torch.topk(values, top).values
+    plus, minus = _face_values(lam, Xr, sq_norms, u, patterns, slope, both_signs=True)
+    values = torch.cat([_face_values(lam, Xr, sq_norms, rays, ray_patterns, slope), plus, minus])
+    U = torch.cat([rays, u, -u])
+    return torch.sort(values[(values >= 0) & (U.norm(dim=1) > 0)], descending=True).values
+
+
+def on_a_boundary(X, activation, first: int):
+    """λ whose stationary point in one cell is a ray of the arrangement, on that cell's boundary: u₀ on the
+    hyperplanes of samples ``first`` and ``first + 1``, the cell on their positive sides, λ = G u₀."""
+    u0 = torch.linalg.cross(X[first], X[first + 1])
+    z = X @ u0
+    pattern = torch.sign(z)
+    pattern[first : first + 2] = 1.0
+    s = torch.where(pattern > 0, 1.0, activation.negative_slope).to(X.dtype)
+    z[first : first + 2] = 0.0
+    return s * z
+
+
+def instances_for_pricing(activation):
+    """(X, λ, basis): Gaussian data with random λ; λ with stationary points exactly on face boundaries; rows of
+    norms from 10⁻³ to 10³ and a zero row; subspaces of dimension 3 in d = 4, 2 in d = 3 and 1 in d = 2."""
+    gen = torch.Generator().manual_seed(7)
+    X = torch.randn(24, 3, generator=gen, dtype=torch.float64)
+    yield X, torch.randn(24, generator=gen, dtype=torch.float64), None
+    for first in range(0, 8, 2):
+        yield X, on_a_boundary(X, activation, first), None
+    scaled = X * 10.0 ** torch.linspace(-3, 3, 24, dtype=torch.float64)[:, None]
+    scaled[5] = 0.0
+    yield scaled, torch.randn(24, generator=gen, dtype=torch.float64), None
+    for d, r in ((4, 3), (3, 2), (2, 1)):
+        X = torch.randn(20, d, generator=gen, dtype=torch.float64)
+        basis = torch.linalg.qr(torch.randn(d, r, generator=gen, dtype=torch.float64)).Q
+        yield X, torch.randn(20, generator=gen, dtype=torch.float64), basis
 
 
 @pytest.mark.parametrize("activation", PIECEWISE_LINEAR, ids=str)
 def test_exact_pricer_reuse_and_preselection_lose_no_face(activation):
-    """One ExactPricer for several λ (its cached arrangement, float32 pre-selection of the faces whose
-    stationary point lies inside) gives the same best values as evaluating every face afresh."""
-    X, _ = instance(n=24, d=3, seed=7)
-    pricer = ExactPricer(X, activation, chunk=500)  # several chunks
-    gen = torch.Generator().manual_seed(8)
-    for _ in range(4):
-        lam = torch.randn(24, generator=gen, dtype=torch.float64)
-        top = 48
-        sup, U, values = pricer.sup(lam, top=top)
-        reference = every_face_top(lam, X, activation, top)
-        assert sup == pytest.approx(float(reference[0]), rel=1e-12)
-        kept = reference[reference >= 0]  # outside faces (−1) are not candidates
-        torch.testing.assert_close(values[: kept.shape[0]], kept, rtol=1e-12, atol=0)
-        assert U.shape == (values.shape[0], 3)
+    """One ExactPricer for several λ (its cached arrangement, and its float32 pre-selection of the faces whose
+    stationary point lies inside) keeps every ray and face that valuing every face afresh keeps, with the same
+    values: on random λ, on λ whose stationary points sit exactly on face boundaries (where a pre-selection
+    with no margin drops faces), on rows of very different norms with a zero row, and on subspaces."""
+    for X, lam, basis in instances_for_pricing(activation):
+        pricer = ExactPricer(X, activation, basis, chunk=500)  # several chunks
+        sup, U, values = pricer.sup(lam, top=10**9)
+        reference = every_face_values(lam, X, activation, basis)
+        assert values.shape == reference.shape
+        torch.testing.assert_close(values, reference, rtol=1e-12, atol=0)
+        assert sup == float(values[0])
+        assert U.shape == (values.shape[0], X.shape[1]) and bool(torch.isfinite(U).all())
         torch.testing.assert_close(dual_ratio(U[:4], lam, X, activation), values[:4], rtol=1e-6, atol=0)
 
 

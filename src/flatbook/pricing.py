@@ -263,7 +263,8 @@ class ExactPricer:
     """sup of G_λ over the unit sphere of span(``basis``) (all of R^d if None), exactly, for many λ.
 
     For the ReLU and leaky ReLU with an admissible subspace of dimension r ≤ 3 (d ≤ 3, or the
-    misaligned directions ρ = 0 when d − k ≤ 3).  O(n^{r−1}) faces, each O(n r²).
+    misaligned directions ρ = 0 when d − k ≤ 3); ``basis`` (d, r) has orthonormal columns.
+    O(n^{r−1}) faces, each O(n r²).
 
     Why it is exact (eq. ``eq-relu-cells``): on the relative interior of a face F of the
     arrangement the slopes s_i = σ'(z_i) are fixed, σ(z_i) = s_i z_i and T is constant, so
@@ -275,13 +276,20 @@ class ExactPricer:
     the rays is the supremum.
 
     Everything but λ is fixed across the rounds of column generation: the arrangement, each face's
-    slopes s (float64), sign pattern (float32, exact) and span, and (GᵀG)⁺ are computed once, here
-    (12 bytes per face and sample: 0.7 GB for n = 192 in d = 3), and so are the rays' terms.  Each
-    ``sup`` is then a few passes over the F × n patterns: u = G⁺λ for every face (Gᵀλ = spanᵀ X_rᵀ(s λ)
-    as one product s (λ ∘ X_r)), a float32 sign test of ⟨u, x_i⟩ against the face's pattern with a margin far above
-    float32's round-off, and the exact value (``_face_values``, float64) on the faces whose u or −u
-    passes it (a few dozen: most stationary points lie outside their face).
+    slopes s (float64), sign pattern (float32, exact) and span, and (GᵀG)⁺ are computed once, here,
+    and so are the rays' terms.  They take 12 bytes per face and sample (0.7 GB for n = 192 in d = 3,
+    growing as n³), about 20 while they are built.  Each ``sup`` is then a few passes over the F × n
+    patterns: u = G⁺λ for every face (Gᵀλ = spanᵀ X_rᵀ(s λ) as one product s (λ ∘ X_r)), a float32
+    sign test of ⟨u, x_i⟩ against the face's pattern (``PRESELECTION_MARGIN``), and the exact value
+    (``_face_values``, float64) on the faces whose u or −u passes it: hundreds of the 293 376 faces at
+    n = 192, since most stationary points lie outside their face.
     """
+
+    #: the float32 sign test keeps a face if ⟨u, x_i⟩ · pattern_i ≥ −margin ‖u‖ ‖x_i‖ for every sample.
+    #: ⟨u, x_i⟩ / ‖x_i‖ from float32 u and x_i (‖x_i^r‖ ≤ ‖x_i‖: orthonormal basis) is off by at most
+    #: about (r + 2)·2⁻²⁴‖u‖ < 10⁻⁶‖u‖, so no face that ``_face_values``'s float64 test (margin 10⁻⁹)
+    #: keeps is left out.
+    PRESELECTION_MARGIN = 1e-5
 
     def __init__(self, X: torch.Tensor, activation: HomogeneousActivation, basis: torch.Tensor | None = None,
                  chunk: int = 20_000):
@@ -295,8 +303,10 @@ class ExactPricer:
         self.Xr = Xr = X @ W
         self.sq_norms = (X * X).sum(1)
         self.slope = activation.negative_slope
-        # The pre-selection's sign test ⟨u, x_i⟩ · pattern_i ≥ −margin ‖u‖ ‖x_i‖, on rows of unit norm.
-        self.unit_rows32 = (Xr / torch.sqrt(self.sq_norms)[:, None]).to(torch.float32)
+        # The pre-selection's sign test, on rows of unit norm (a zero sample: a zero row, which every u passes,
+        # as in the float64 test).
+        norms = torch.sqrt(self.sq_norms)[:, None]
+        self.unit_rows32 = torch.where(norms > 0, Xr / torch.where(norms > 0, norms, 1.0), 0.0).to(torch.float32)
         self.rays, ray_patterns, spans, patterns = _arrangement_faces(Xr)
         self.ray_geometry = _face_geometry(Xr, self.sq_norms, self.rays, ray_patterns, self.slope)
         r = Xr.shape[1]
@@ -311,14 +321,10 @@ class ExactPricer:
             normal = span.transpose(1, 2) @ ((s * s) @ outer).reshape(-1, r, r) @ span
             self.chunks.append((s, pat.to(torch.float32), span, torch.linalg.pinv(normal, hermitian=True)))
 
-    def sup(self, lam: torch.Tensor, top: int = 1, margin: float = 1e-5):
+    def sup(self, lam: torch.Tensor, top: int = 1):
         """(supremum, a maximising direction) of G_λ; with ``top`` = k > 1, (supremum, at most k best
-        candidate directions (k, d), their values): the best stationary points of distinct faces and rays,
-        which column generation adds all at once.
-
-        ``margin`` only pre-selects the faces to evaluate, in float32: ⟨u, x_i⟩ / ‖x_i‖ from float32 u and
-        x_i is off by at most about (r + 2)·2⁻²⁴‖u‖ < 10⁻⁶‖u‖, so with 10⁻⁵ no face that
-        ``_face_values``'s float64 test (margin 10⁻⁹) keeps is left out.
+        candidate directions (k, d), their values): the best rays and stationary points that lie in their
+        faces, which column generation adds all at once.
         """
         Xr, slope = self.Xr, self.slope
         kept_values, kept_u = torch.empty(0, dtype=Xr.dtype, device=Xr.device), Xr[:0]
@@ -336,14 +342,16 @@ class ExactPricer:
             rhs = span.transpose(1, 2) @ (s @ lam_rows)[:, :, None]  # Gᵀλ
             u = torch.einsum("frk,fk->fr", span, (normal_pinv @ rhs)[:, :, 0])  # G⁺λ
             signed = (u.to(torch.float32) @ self.unit_rows32.T).mul_(sign)
-            tolerance = margin * torch.linalg.vector_norm(u, dim=1)
+            tolerance = self.PRESELECTION_MARGIN * torch.linalg.vector_norm(u, dim=1)
             inside = torch.nonzero((signed.amin(1) >= -tolerance) | (signed.amax(1) <= tolerance))[:, 0]
             if inside.shape[0] == 0:
                 continue
             u = u[inside]
             plus, minus = _face_values(lam, Xr, self.sq_norms, u, sign[inside].to(Xr.dtype), slope,
                                        both_signs=True)
-            consider(torch.cat([u, -u]), torch.cat([plus, minus]))
+            U, values = torch.cat([u, -u]), torch.cat([plus, minus])
+            valid = (values >= 0) & (torch.linalg.vector_norm(U, dim=1) > 0)  # in its face; u = 0 is no direction
+            consider(U[valid], values[valid])
         U = nudge_inactive(kept_u @ self.W.T, self.X, basis=self.basis)
         U = U / torch.linalg.vector_norm(U, dim=1, keepdim=True)
         if top == 1:
