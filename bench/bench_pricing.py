@@ -14,7 +14,7 @@ Column generation prices tens of dual points λ on the same data.  Three ways to
 - reused: one :class:`~flatbook.pricing.ExactPricer` built once, then ``sup`` per λ.
 
 Printed per n: the faces; how many have their stationary point u or −u inside (mean over the λ: the reused
-pricer values these, and the few more its float32 test lets through); seconds per λ of each (fastest of
+pricer values these, and those its float32 test cannot tell from them); seconds per λ of each (fastest of
 three runs of all ``--duals``; the build once, apart); the ratios afresh / reused and one-shot / reused;
 and the largest difference of the 2n best values between afresh and reused, relative to the largest
 (round-off: the same faces, the same formula).

@@ -165,14 +165,21 @@ def on_a_boundary(X, activation, first: int):
     return s * z
 
 
+def boundary_instances(activation):
+    """(X, λ): Gaussian data, and λ whose stationary points lie exactly on face boundaries."""
+    X = torch.randn(24, 3, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    return [(X, on_a_boundary(X, activation, first)) for first in range(0, 8, 2)]
+
+
 def instances_for_pricing(activation):
     """(X, λ, basis): Gaussian data with random λ; λ with stationary points exactly on face boundaries; rows of
     norms from 10⁻³ to 10³ and a zero row; subspaces of dimension 3 in d = 4, 2 in d = 3 and 1 in d = 2."""
-    gen = torch.Generator().manual_seed(7)
-    X = torch.randn(24, 3, generator=gen, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(8)
+    boundary = boundary_instances(activation)
+    X = boundary[0][0]
     yield X, torch.randn(24, generator=gen, dtype=torch.float64), None
-    for first in range(0, 8, 2):
-        yield X, on_a_boundary(X, activation, first), None
+    for X, lam in boundary:
+        yield X, lam, None
     scaled = X * 10.0 ** torch.linspace(-3, 3, 24, dtype=torch.float64)[:, None]
     scaled[5] = 0.0
     yield scaled, torch.randn(24, generator=gen, dtype=torch.float64), None
@@ -197,6 +204,34 @@ def test_exact_pricer_reuse_and_preselection_lose_no_face(activation):
         assert sup == float(values[0])
         assert U.shape == (values.shape[0], X.shape[1]) and bool(torch.isfinite(U).all())
         torch.testing.assert_close(dual_ratio(U[:4], lam, X, activation), values[:4], rtol=1e-6, atol=0)
+
+
+def test_a_preselection_without_margin_drops_boundary_faces(monkeypatch):
+    """The negative control of the test above: with no margin, float32 round-off of ⟨u, x_i⟩ = 0 drops faces
+    that the float64 test keeps, on the boundary instances."""
+    relu = get_activation("relu")
+    monkeypatch.setattr(ExactPricer, "PRESELECTION_MARGIN", 0.0)
+    dropped = [
+        ExactPricer(X, relu, chunk=500).sup(lam, top=10**9)[2].shape[0] < every_face_values(lam, X, relu).shape[0]
+        for X, lam in boundary_instances(relu)
+    ]
+    assert any(dropped)
+
+
+@pytest.mark.parametrize("activation", PIECEWISE_LINEAR, ids=str)
+def test_exact_supremum_on_rows_of_very_different_norms_is_above_every_sample_and_every_ascent(activation):
+    """Row norms from 10⁻³ to 10³: the arrangement keeps the rays of every pair of samples, the small rows'
+    included (parallel normals are judged relative to their own norms, not the largest row's), and the
+    supremum bounds every sample and every ascent."""
+    X, lam = instance(n=30, d=3, seed=3)
+    X = X * 10.0 ** torch.linspace(-3, 3, 30, dtype=torch.float64)[:, None]
+    assert _arrangement_faces(X)[0].shape[0] == 30 * 29  # ± the cross product of each of the C(30, 2) pairs
+    sup, _ = exact_dual_ratio_sup(lam, X, activation)
+    gen = torch.Generator().manual_seed(13)
+    samples = torch.randn(300_000, 3, generator=gen, dtype=torch.float64)
+    assert float(dual_ratio(samples, lam, X, activation).max()) <= sup * (1 + 1e-12)
+    _, values = maximize_dual_ratio(lam, X, activation, torch.randn(100, 3, generator=gen, dtype=torch.float64))
+    assert float(values.max()) <= sup * (1 + 1e-9)
 
 
 def test_exact_pricing_rejects_what_it_cannot_do():

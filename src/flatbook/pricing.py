@@ -179,15 +179,19 @@ def _arrangement_faces(Xr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, to
         rays = torch.tensor([[1.0], [-1.0]], dtype=dtype, device=device)
         patterns = torch.sign(Xr @ rays.T).T
         return rays, patterns, eye.expand(2, 1, 1).clone(), patterns
-    # Rays: r = 2, the normals' perpendiculars; r = 3, the cross products of pairs of normals.
+    # Rays: r = 2, the normals' perpendiculars (none for a zero sample); r = 3, the cross products of pairs
+    # of normals, unless the two are parallel to 1e-12 relative to their own norms (whatever the data's scale).
+    norms = torch.linalg.vector_norm(Xr, dim=1)
     if r == 2:
         base = torch.stack([-Xr[:, 1], Xr[:, 0]], dim=1)
         pairs = torch.arange(n, device=device)[:, None]
+        parallel = torch.zeros_like(norms)
     else:
         i, j = torch.triu_indices(n, n, offset=1, device=device)
         base = torch.linalg.cross(Xr[i], Xr[j])
         pairs = torch.stack([i, j], dim=1)
-    keep = torch.linalg.vector_norm(base, dim=1) > 1e-12 * float(Xr.norm(dim=1).max()) ** (r - 1)
+        parallel = 1e-12 * norms[i] * norms[j]
+    keep = torch.linalg.vector_norm(base, dim=1) > parallel
     base, pairs = base[keep], pairs[keep]
     base = base / torch.linalg.vector_norm(base, dim=1, keepdim=True)
     rays = torch.cat([base, -base])
@@ -281,14 +285,15 @@ class ExactPricer:
     growing as n³), about 20 while they are built.  Each ``sup`` is then a few passes over the F × n
     patterns: u = G⁺λ for every face (Gᵀλ = spanᵀ X_rᵀ(s λ) as one product s (λ ∘ X_r)), a float32
     sign test of ⟨u, x_i⟩ against the face's pattern (``PRESELECTION_MARGIN``), and the exact value
-    (``_face_values``, float64) on the faces whose u or −u passes it: hundreds of the 293 376 faces at
-    n = 192, since most stationary points lie outside their face.
+    (``_face_values``, float64) on the faces whose u or −u passes it: of the 293 376 faces at n = 192,
+    tens for column generation's duals and hundreds for random λ, since most stationary points lie
+    outside their face.
     """
 
     #: the float32 sign test keeps a face if ⟨u, x_i⟩ · pattern_i ≥ −margin ‖u‖ ‖x_i‖ for every sample.
     #: ⟨u, x_i⟩ / ‖x_i‖ from float32 u and x_i (‖x_i^r‖ ≤ ‖x_i‖: orthonormal basis) is off by at most
     #: about (r + 2)·2⁻²⁴‖u‖ < 10⁻⁶‖u‖, so no face that ``_face_values``'s float64 test (margin 10⁻⁹)
-    #: keeps is left out.
+    #: keeps is left out.  (On a GPU that allows TF32 matrix products the test runs in float64.)
     PRESELECTION_MARGIN = 1e-5
 
     def __init__(self, X: torch.Tensor, activation: HomogeneousActivation, basis: torch.Tensor | None = None,
@@ -306,7 +311,9 @@ class ExactPricer:
         # The pre-selection's sign test, on rows of unit norm (a zero sample: a zero row, which every u passes,
         # as in the float64 test).
         norms = torch.sqrt(self.sq_norms)[:, None]
-        self.unit_rows32 = torch.where(norms > 0, Xr / torch.where(norms > 0, norms, 1.0), 0.0).to(torch.float32)
+        tf32 = Xr.is_cuda and torch.backends.cuda.matmul.allow_tf32
+        self.test_dtype = torch.float64 if tf32 else torch.float32
+        self.unit_rows = torch.where(norms > 0, Xr / torch.where(norms > 0, norms, 1.0), 0.0).to(self.test_dtype)
         self.rays, ray_patterns, spans, patterns = _arrangement_faces(Xr)
         self.ray_geometry = _face_geometry(Xr, self.sq_norms, self.rays, ray_patterns, self.slope)
         r = Xr.shape[1]
@@ -341,7 +348,7 @@ class ExactPricer:
         for s, sign, span, normal_pinv in self.chunks:
             rhs = span.transpose(1, 2) @ (s @ lam_rows)[:, :, None]  # Gᵀλ
             u = torch.einsum("frk,fk->fr", span, (normal_pinv @ rhs)[:, :, 0])  # G⁺λ
-            signed = (u.to(torch.float32) @ self.unit_rows32.T).mul_(sign)
+            signed = (u.to(self.test_dtype) @ self.unit_rows.T).mul_(sign)
             tolerance = self.PRESELECTION_MARGIN * torch.linalg.vector_norm(u, dim=1)
             inside = torch.nonzero((signed.amin(1) >= -tolerance) | (signed.amax(1) <= tolerance))[:, 0]
             if inside.shape[0] == 0:
