@@ -172,9 +172,9 @@ def _exact_pricer(X, activation, basis, pricing: str) -> ExactPricer | None:
     return None
 
 
-def _proven_dual_ratio_sup(lam, X, activation, basis, pricing: str, pricer: ExactPricer | None) -> float:
-    """A proven upper bound on sup G_λ over the admissible set, by the method ``pricing`` names (``pricer``
-    from :func:`_exact_pricer`)."""
+def _proven_dual_ratio_sup(lam, X, activation, basis, pricer: ExactPricer | None) -> float:
+    """A proven upper bound on sup G_λ over the admissible set: the arrangement enumeration ``pricer`` (from
+    :func:`_exact_pricer`) where there is one, else the provable bounds of :mod:`flatbook.pricing`."""
     if pricer is not None:
         return pricer.sup(lam)[0]
     if activation.name == "quadratic":
@@ -209,7 +209,7 @@ def measure_dual_bound(X, y, activation, lam, *, teacher=None, max_alignment=Non
     project, basis, _ = _admissible_set(X.shape[1], teacher, max_alignment, X.device)
     pricing = _pricing_mode(activation, project, basis, X.shape[1])
     dual_value = float(lam @ y)
-    sup = _proven_dual_ratio_sup(lam, X, activation, basis, pricing, _exact_pricer(X, activation, basis, pricing))
+    sup = _proven_dual_ratio_sup(lam, X, activation, basis, _exact_pricer(X, activation, basis, pricing))
     value = dual_value / sup if dual_value > 0 and sup > 0 else 0.0
     return DualBound(value=value, dual_value=dual_value, sup=sup, pricing=pricing)
 
@@ -365,7 +365,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             found, values = torch.cat([found, u_exact]), torch.cat([values, v_exact])
             sup_estimate = max(sup_estimate, sup_proven)
         else:
-            sup_proven = _proven_dual_ratio_sup(lam, X, activation, basis, pricing, pricer)
+            sup_proven = _proven_dual_ratio_sup(lam, X, activation, basis, pricer)
         if sup_proven < (1.0 - 1e-9) * sup_estimate:  # a proven bound below a value actually reached: a bug
             raise SolverError(f"the proven bound {sup_proven:.6g} on the dual ratio is below a value the ascent "
                               f"reached, {sup_estimate:.6g}: please report this ({pricing} pricing).")

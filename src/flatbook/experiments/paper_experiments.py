@@ -220,28 +220,26 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
     # A sweep value equal to the config's own (the paper's τ = 0.1 and m/n = 2) would run the sweep setting
     # again: its rows are the settings run's, when that run has the sweep setting.
     own = where(points, setting=config.sweep_setting) if config.sweep_setting in config.settings else None
-    noise_rows = [
-        row
-        for tau in config.noise_sweep
-        for row in (
-            own
-            if own is not None and tau == config.noise_std
-            else _sweep(
-                replace(config, settings=(config.sweep_setting,), noise_std=tau), jobs, backend, f"noise {tau:g}"
+
+    def along(field: str, values, label: str) -> list[dict]:
+        """The sweep setting's rows for each value of the config field ``field``."""
+        return [
+            row
+            for value in values
+            for row in (
+                own
+                if own is not None and value == getattr(config, field)
+                else _sweep(
+                    replace(config, settings=(config.sweep_setting,), **{field: value}),
+                    jobs,
+                    backend,
+                    f"{label} {value:g}",
+                )
             )
-        )
-    ]
-    width_rows = [
-        row
-        for ratio in config.width_sweep
-        for row in (
-            own
-            if own is not None and ratio == config.width_ratio
-            else _sweep(
-                replace(config, settings=(config.sweep_setting,), width_ratio=ratio), jobs, backend, f"m/n {ratio:g}"
-            )
-        )
-    ]
+        ]
+
+    noise_rows = along("noise_std", config.noise_sweep, "noise")
+    width_rows = along("width_ratio", config.width_sweep, "m/n")
     references = map_points(
         _point,
         config,
