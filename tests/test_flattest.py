@@ -147,9 +147,7 @@ def test_newton_falls_back_to_clarabel(monkeypatch):
     import flatbook.flattest as flattest
 
     theta, X, y = problem()
-    monkeypatch.setattr(flattest, "_lp_interior_point",
-                        lambda Phi, y, kappa, vertex=None: (torch.zeros_like(y),
-                                                            torch.zeros(Phi.shape[1], dtype=y.dtype), None))
+    monkeypatch.setattr(flattest, "_exact_vertex", lambda *args, **kwargs: None)  # nor simplex pivots certify
     with pytest.warns(SolverFallbackWarning, match="Clarabel"):
         result = flattest_outer_weights(theta, X, y, "relu", solver="newton")
     assert result.solver == "CLARABEL"
@@ -252,3 +250,71 @@ def test_weighted_gram_is_the_full_product(n, columns, blocks, weighted):
     for gram in (_weighted_gram(Phi, d, blocks=blocks, min_entries=0), _weighted_gram(Phi, d)):
         assert gram.shape == (n, n)
         torch.testing.assert_close(gram, full, rtol=1e-13, atol=1e-13)
+
+
+def highs_l1_optimum(Phi, y, kappa):
+    """min Σ κ_j |ã_j| s.t. Φ ã = y by HiGHS's simplex on the split LP (ã = ã⁺ − ã⁻): an independent value."""
+    Phi, y, kappa = Phi.numpy(), y.numpy(), kappa.numpy()
+    result = scipy.optimize.linprog(np.concatenate([kappa, kappa]), A_eq=np.hstack([Phi, -Phi]), b_eq=y,
+                                    bounds=(0, None), method="highs-ds")
+    assert result.status == 0
+    return result.fun
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("sparse_labels", [False, True])
+def test_l1_simplex_reaches_the_optimum_from_any_basis(seed, sparse_labels):
+    """From a random basis (far from optimal) the pivots reach the LP optimum, certified, with HiGHS's value;
+    labels that three columns fit exactly make the optimum degenerate (n − 3 basic weights at zero)."""
+    from flatbook.flatness import flatness_weights
+    from flatbook.flattest import _l1_simplex, feature_matrix
+
+    theta, X, y = problem(n=12, m=60, seed=seed)
+    Phi, kappa = feature_matrix(theta, X, "relu"), flatness_weights(theta, X, "relu")
+    if sparse_labels:
+        y = Phi[:, :3] @ torch.tensor([1.0, -0.5, 2.0], dtype=Phi.dtype)
+    gen = torch.Generator().manual_seed(seed)
+    start = torch.randperm(Phi.shape[1], generator=gen)[: Phi.shape[0]]
+    signs = torch.where(torch.rand(Phi.shape[0], generator=gen) < 0.5, -1.0, 1.0).to(Phi.dtype)
+    a, lam = _l1_simplex(start, signs, Phi, y, kappa, max_pivots=20 * Phi.shape[0])
+    assert float((Phi @ a - y).abs().max()) <= 1e-10 * float(y.abs().max())
+    assert float(((Phi.T @ lam).abs() / kappa).max()) <= 1.0 + 1e-12  # feasible to round-off
+    assert (a != 0).sum() <= Phi.shape[0]
+    value = float((kappa * a.abs()).sum())
+    assert value == pytest.approx(float(lam @ y), rel=1e-9)  # certified by its own dual
+    assert value == pytest.approx(highs_l1_optimum(Phi, y, kappa), rel=1e-8)
+
+
+def test_l1_simplex_gives_up_after_its_pivots():
+    """max_pivots = 0 from a basis that its dual does not certify: None, not a wrong vertex."""
+    from flatbook.flatness import flatness_weights
+    from flatbook.flattest import _l1_simplex, feature_matrix
+
+    theta, X, y = problem(n=12, m=60)
+    Phi, kappa = feature_matrix(theta, X, "relu"), flatness_weights(theta, X, "relu")
+    start = torch.arange(Phi.shape[0])
+    signs = torch.ones(Phi.shape[0], dtype=Phi.dtype)
+    assert _l1_simplex(start, signs, Phi, y, kappa, max_pivots=0) is None
+    assert _l1_simplex(start, signs, Phi, y, kappa, max_pivots=20 * Phi.shape[0]) is not None
+
+
+def test_exact_vertex_crossover_certifies_what_the_dual_alone_cannot(monkeypatch):
+    """A dual too far off for its tight set, NNLS failing (as on a d = 100, n = 1600 master) and a primal
+    iterate stopped at a gap of 0.1, whose bases do not certify: without crossover no vertex; with it,
+    pivots from the primal's basis reach the optimum."""
+    import flatbook.flattest as flattest
+    from flatbook.flatness import flatness_weights
+
+    theta, X, y = problem(n=30, m=120)
+    Phi, kappa = flattest.feature_matrix(theta, X, "relu"), flatness_weights(theta, X, "relu")
+    lam, primal, _ = flattest._lp_interior_point(Phi, y, kappa, tol=1e-1)  # an inexact master's iterate
+
+    def nnls(*args, **kwargs):
+        raise RuntimeError("Maximum number of iterations reached.")
+
+    monkeypatch.setattr(flattest.scipy.optimize, "nnls", nnls)
+    lam_far = lam + 0.5 * lam.abs().max() * torch.ones_like(lam)
+    assert flattest._exact_vertex(lam_far, Phi, y, kappa, primal=primal) is None
+    a, dual = flattest._exact_vertex(lam_far, Phi, y, kappa, primal=primal, crossover=True)
+    assert float((kappa * a.abs()).sum()) == pytest.approx(highs_l1_optimum(Phi, y, kappa), rel=1e-8)
+    assert float((kappa * a.abs()).sum()) == pytest.approx(float(dual @ y), rel=1e-9)

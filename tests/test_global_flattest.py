@@ -128,9 +128,13 @@ def test_interior_point_master_matches_cvxpy_and_is_certified(duplicates):
     assert float(central @ yt) == pytest.approx(exact, rel=1e-6)
     vertex = _master_vertex(master, Phi, yt, w, central)
     assert (np.abs(vertex.mu) > 0).sum() <= 25  # a vertex: at most n columns
+    assert vertex.basic
     for found in (solution, vertex):
         assert found.value == pytest.approx(exact, rel=1e-6)
         np.testing.assert_allclose(columns @ found.mu, y, atol=1e-9)
+        if found.basic:  # what the final vertex of column generation is not recomputed for: independent columns
+            support = np.abs(found.mu) > 0
+            assert np.linalg.matrix_rank(columns[:, support]) == support.sum()
 
 
 def test_inexact_master_stops_short_with_a_centred_dual():
@@ -144,7 +148,7 @@ def test_inexact_master_stops_short_with_a_centred_dual():
     master = WeightedL1Master(y)
     master.add(columns, weights)
     solution, central = _solve_master(master, Phi, yt, w, gap_tol=0.1)
-    assert not solution.exact and (np.abs(solution.mu) > 0).sum() <= 25
+    assert not solution.exact and not solution.basic and (np.abs(solution.mu) > 0).sum() <= 25
     lower = float(central @ yt) / max(1.0, float((Phi.T @ central).abs().div(w).max()))
     assert lower <= exact * (1 + 1e-9)
     assert lower >= 0.5 * exact  # a tenth of the gap, not a random point: loose, but well short of nothing

@@ -291,7 +291,7 @@ def _solve_newton(Phi, y, kappa, p, residual_tol):
     lam, primal, vertex = _lp_interior_point(Phi, y, kappa, vertex=lambda lam: _exact_vertex(lam, Phi, y, kappa,
                                                                                           tight_tols=()))
     if vertex is None:
-        vertex = _exact_vertex(lam, Phi, y, kappa, primal=primal)
+        vertex = _exact_vertex(lam, Phi, y, kappa, primal=primal, crossover=True)
     if vertex is None:
         return torch.zeros(Phi.shape[1], dtype=Phi.dtype, device=Phi.device), lam, \
             "the interior-point dual did not identify an optimal vertex"
@@ -316,7 +316,66 @@ def _basis_vertex(S, signs, Phi, y, kappa):
     return a, lam_S
 
 
-def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swaps: int = 4):
+def _l1_simplex(S, signs, Phi, y, kappa, max_pivots: int):
+    """Primal simplex pivots for min Σ κ_j|ã_j| s.t. Φ ã = y from the basis S, to a certified vertex, or None.
+
+    Every basis S (n columns, Φ_S invertible) gives an interpolator ã_S = Φ_S⁻¹y and, with σ = sign(ã_S)
+    (``signs`` where ã_S vanishes), the dual λ = Φ_S⁻ᵀ(κ_S σ).  If some column has |φ_jᵀλ| > κ_j, letting
+    ã_j = tθ (t = sign φ_jᵀλ) while ã_S = Φ_S⁻¹(y − tθ φ_j) lowers the objective at rate |φ_jᵀλ| − κ_j; the
+    objective is convex and piecewise linear in θ, its slope rising by 2κ_k|d_k| where ã_k crosses zero
+    (d = tΦ_S⁻¹φ_j), and the column at the first crossing that makes the slope non-negative leaves
+    (Barrodale & Roberts 1973, whose pivots may pass through several crossings).  Stops at a basis whose λ,
+    scaled into the dual feasible set, certifies ã to a relative gap of 1e-9 (as :func:`_basis_vertex`), or
+    after ``max_pivots`` pivots (None).  The crossover from an interior-point basis with a wrong sign or two.
+    """
+    S, signs = S.clone(), signs.clone()
+    degenerate = False
+    for _ in range(max_pivots + 1):
+        try:
+            lu = torch.linalg.lu_factor(Phi[:, S])
+        except RuntimeError:  # singular basis
+            return None
+        a_S = torch.linalg.lu_solve(*lu, y[:, None])[:, 0]
+        if not bool(torch.isfinite(a_S).all()):
+            return None
+        zero = a_S.abs() <= 1e-12 * float(a_S.abs().max())  # round-off of a degenerate vertex: keep its sign
+        a_S = torch.where(zero, 0.0, a_S)
+        signs = torch.where(zero, signs, torch.sign(a_S))
+        lam = torch.linalg.lu_solve(*lu, (kappa[S] * signs)[:, None], adjoint=True)[:, 0]
+        v = Phi.T @ lam
+        ratio = v.abs() / kappa
+        scaled = lam / max(1.0, float(ratio.max()))  # the basic columns' ratios are 1 up to round-off
+        primal, dual = float((kappa[S] * a_S.abs()).sum()), float(scaled @ y)
+        if abs(primal - dual) <= 1e-9 * primal:
+            a = torch.zeros(Phi.shape[1], dtype=Phi.dtype, device=Phi.device)
+            a[S] = a_S
+            return a, scaled
+        ratio[S] = 0.0
+        # The most violated column enters; after a degenerate pivot the first violated one (Bland's rule,
+        # which cannot cycle).
+        violated = torch.nonzero(ratio > 1.0 + 1e-12).squeeze(1)
+        if violated.numel() == 0:
+            return None  # dual feasible to round-off yet not certified: an ill-conditioned basis
+        j = int(violated[0]) if degenerate else int(torch.argmax(ratio))
+        t = torch.sign(v[j])
+        d = t * torch.linalg.lu_solve(*lu, Phi[:, j:j + 1])[:, 0]
+        crossing = torch.nonzero(signs * d > 0).squeeze(1)  # the entries that move towards zero
+        if crossing.numel() == 0:
+            return None  # unbounded descent cannot happen for a feasible, bounded-below program: round-off
+        crossing = crossing[torch.argsort(S[crossing])]  # ties in column order (Bland)
+        theta = (a_S[crossing] / d[crossing]).clamp(min=0.0)
+        order = torch.argsort(theta, stable=True)
+        slope = float(kappa[j] - v[j].abs()) + torch.cumsum(2.0 * kappa[S][crossing[order]]
+                                                            * d[crossing[order]].abs(), 0)
+        first = int(torch.nonzero(slope >= 0)[0, 0]) if bool((slope >= 0).any()) else -1
+        leaving = int(crossing[order[first]])
+        degenerate = float(theta[order[first]]) == 0.0
+        S[leaving], signs[leaving] = j, t
+    return None
+
+
+def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swaps: int = 4,
+                  crossover: bool = False):
     """The optimal vertex of the p = 1 program identified from an approximate dual λ, or None.
 
     Complementary slackness: ã_j ≠ 0 only where the dual constraint is tight,
@@ -333,7 +392,10 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swap
     optimal, and λ, scaled into the feasible set, certifies it up to the
     accuracy of λ.  Each of ``tight_tols`` is tried in turn: an interior-point
     λ is accurate to ~1e-9, a conic solver's to ~1e-7..1e-5, and a degenerate
-    face may need the wider set.
+    face may need the wider set.  If none of these certifies and ``crossover`` is set,
+    simplex pivots (:func:`_l1_simplex`, at most n) start from the first basis tried
+    (the primal's when given): at a nearly degenerate optimum its λ and ã can both be a
+    pivot or two away from the optimal vertex.
     """
     n = Phi.shape[0]
     v = Phi.T @ lam
@@ -372,6 +434,10 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swap
             lam = lam + torch.linalg.lstsq(Phi[:, P].T, (target - Phi[:, P].T @ lam)[:, None],
                                            driver="gelsd" if Phi.device.type == "cpu" else None).solution[:, 0]
             return a, lam / max(1.0, float(((Phi.T @ lam).abs() / kappa).max()))
+    if crossover:
+        hint = primal if primal is not None else v
+        start = torch.topk(hint.abs() if primal is not None else ratio, n).indices
+        return _l1_simplex(start, torch.sign(hint[start]), Phi, y, kappa, max_pivots=n)
     return None
 
 

@@ -427,8 +427,9 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     # The last central dual is the master's over these columns (or over a superset, before pruning, which
     # kept the support): the optimal vertex is read off it without solving again, unless it was inexact.
     if not solution.exact:
-        central = _solve_master(master, Phi, y, w)[1]
-    solution = _master_vertex(master, Phi, y, w, central)
+        solution, central = _solve_master(master, Phi, y, w)
+    if not solution.basic:
+        solution = _master_vertex(master, Phi, y, w, central)
     if not status.startswith("converged") and solution.value <= (1.0 + tol) * target:  # the columns added last
         status = "converged" + ("" if exact else " (heuristic pricing)")
     mu = torch.as_tensor(solution.mu, dtype=X.dtype, device=device)
@@ -688,7 +689,7 @@ def _solve_master(master, Phi, y, w, gap_tol: float | None = None):
             heaviest = torch.argsort(mu.abs(), descending=True)[: Phi.shape[0]]
             support[heaviest] = mu[heaviest]
             return MasterSolution(mu=support.cpu().numpy(), dual=central.cpu().numpy(), value=value,
-                                  exact=False), central
+                                  exact=False, basic=False), central
     central, mu, _ = _lp_interior_point(Phi, y, w)
     if not (bool(torch.isfinite(central).all()) and bool(torch.isfinite(mu).all())):
         highs = master.solve()  # diagnoses columns that cannot interpolate
@@ -696,7 +697,8 @@ def _solve_master(master, Phi, y, w, gap_tol: float | None = None):
     refit = _support_refit(mu, Phi, y, w, _weak_duality_bound(central, Phi, y, w))
     if refit is None:
         return _master_vertex(master, Phi, y, w, central, primal=mu), central
-    return MasterSolution(mu=refit.cpu().numpy(), dual=central.cpu().numpy(), value=float(w @ refit.abs())), central
+    return MasterSolution(mu=refit.cpu().numpy(), dual=central.cpu().numpy(), value=float(w @ refit.abs()),
+                          basic=False), central
 
 
 def _weak_duality_bound(lam, Phi, y, w) -> float:
@@ -708,9 +710,10 @@ def _weak_duality_bound(lam, Phi, y, w) -> float:
 def _master_vertex(master, Phi, y, w, central, primal=None) -> MasterSolution:
     """The master's optimal vertex read off a dual point λ_c of the same or a larger column set
     (complementary slackness, :func:`~flatbook.flattest._exact_vertex`, which also tries the bases of the
-    interior point's ``primal`` iterate when given); HiGHS's simplex when none is
-    identified (it also diagnoses columns that cannot interpolate)."""
-    vertex = _exact_vertex(central, Phi, y, w, primal=primal)
+    interior point's ``primal`` iterate when given, then simplex pivots from one of them); HiGHS's simplex
+    from scratch when none is identified (it also diagnoses columns that cannot interpolate).  On a dense
+    master of thousands of columns those pivots take a second where HiGHS takes minutes (bench/README.md)."""
+    vertex = _exact_vertex(central, Phi, y, w, primal=primal, crossover=True)
     if vertex is None:
         return master.solve()
     mu, dual = vertex

@@ -30,8 +30,10 @@ from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverErro
 
 @dataclass
 class MasterSolution:
-    """An optimal basic solution of the restricted master (``exact``), or an interior point's approximate one.
+    """An optimal solution of the restricted master (``exact``), or an interior point's approximate one.
 
+    An exact one is basic (a vertex: its non-zero μ_j have independent columns, so at most n of them) unless
+    ``basic`` says otherwise (an interior point's support refitted, optimal but possibly on a face).
     For an approximate one (``exact=False``, an interior point stopped at a loose gap) the equalities below
     hold only to that gap, ``mu`` keeps only the iterate's n heaviest entries (its approximate support, which
     need not interpolate), and ``value`` is the full iterate's objective: neither an upper nor a lower bound
@@ -41,7 +43,8 @@ class MasterSolution:
     mu: np.ndarray       #: μ_j, one per current column
     dual: np.ndarray     #: λ (n,), |φ_jᵀλ| ≤ w_j with equality where μ_j ≠ 0
     value: float         #: Σ_j w_j |μ_j| = λᵀy
-    exact: bool = True   #: an optimal basic solution (True) or an approximate one (False)
+    exact: bool = True   #: an optimal solution (True) or an approximate one (False)
+    basic: bool = True   #: a vertex of the feasible set (False for approximate ones and face points)
 
 
 @contextlib.contextmanager
