@@ -2,6 +2,7 @@
 
     python bench/bench_global_flattest.py                      # n in {100, 200, 400, 800, 1600}, d = 100
     python bench/bench_global_flattest.py --n 100 200 --quick
+    python bench/bench_global_flattest.py --slide-steps 0 --rounds 100   # the solver's own options
 
 For each activation (ReLU, quadratic) and n, one noiseless single-index teacher in d = 100 (chapter 3's
 paper configuration, seed 0) and the same m = 2n random directions (no teacher direction: no oracle) go to
@@ -12,6 +13,7 @@ paper configuration, seed 0) and the same m = 2n random directions (no teacher d
 - ``global``: :func:`flatbook.flattest_interpolator` warm-started from the same directions, width m:
   Υ of the network it returns (``upper``), the proven lower bound and the estimated one.
 
+``--rounds`` and ``--slide-steps`` pass those options to the global solver (its defaults otherwise).
 Printed per point: seconds of each, the time ratio global / pipeline, Υ of each and their ratio
 (≤ 1 means the global solver found an interpolator at least as flat), and the gaps
 upper / lower − 1 (proven and estimated).  One process, two threads, same instances.
@@ -31,12 +33,13 @@ from flatbook.search import direct_search
 from common import header, timed
 
 
-def point(name, n, d, seed=0, steps=20):
+def point(name, n, d, seed=0, steps=20, **options):
     teacher = single_index(d, link=name, noise_std=0.0, seed=seed)
     X, y = teacher.sample(n, seed=seed + 1000)
     start = random_directions(2 * n, d, seed=seed + 1)
     pipeline, t_pipeline = timed(lambda: direct_search(X, y, name, start, steps=steps))
-    best, t_global = timed(lambda: flattest_interpolator(X, y, name, 2 * n, start_directions=start))
+    best, t_global = timed(lambda: flattest_interpolator(X, y, name, 2 * n, start_directions=start,
+                                                                **options))
     return {"activation": name, "n": n, "d": d, "m": 2 * n,
             "pipeline_s": t_pipeline, "global_s": t_global, "time_ratio": t_global / t_pipeline,
             "pipeline_upsilon": pipeline.upsilon, "global_upper": best.upper, "global_lower": best.lower,
@@ -51,19 +54,25 @@ def main():
     parser.add_argument("--d", type=int, default=100)
     parser.add_argument("--activations", nargs="+", default=["relu", "quadratic"])
     parser.add_argument("--quick", action="store_true", help="n = 100, 200 only")
+    parser.add_argument("--rounds", type=int, help="column generation rounds (the solver's default if not given)")
+    parser.add_argument("--slide-steps", type=int, help="steps of the atoms' slide per round (default: the solver's)")
     parser.add_argument("--out", type=Path, help="also write the rows as JSON here")
     args = parser.parse_args()
     if any(n < 2 for n in args.n) or args.d < 2:
         parser.error("n and d must be at least 2")
+    if (args.rounds is not None and args.rounds < 1) or (args.slide_steps is not None and args.slide_steps < 0):
+        parser.error("--rounds must be at least 1 and --slide-steps at least 0")
+    options = {key: value for key, value in (("rounds", args.rounds), ("slide_steps", args.slide_steps))
+               if value is not None}
     ns = [100, 200] if args.quick else args.n
-    print(header(f"d = {args.d}, m = 2n, noiseless single-index teacher"))
+    print(header(f"d = {args.d}, m = 2n, noiseless single-index teacher, solver options {options or 'default'}"))
     print("| activation | n | pipeline s | global s | time ratio | Υ pipeline | Υ global | Υ ratio "
           "| proven gap | estimated gap |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for name in args.activations:
         for n in ns:
-            row = point(name, n, args.d)
+            row = point(name, n, args.d, **options)
             rows.append(row)
             print(f"| {name} | {n} | {row['pipeline_s']:.1f} | {row['global_s']:.1f} | {row['time_ratio']:.2f} "
                   f"| {row['pipeline_upsilon']:.4g} | {row['global_upper']:.4g} | {row['upsilon_ratio']:.3f} "
