@@ -324,9 +324,12 @@ def _l1_simplex(S, signs, Phi, y, kappa, max_pivots: int):
     ã_j = tθ (t = sign φ_jᵀλ) while ã_S = Φ_S⁻¹(y − tθ φ_j) lowers the objective at rate |φ_jᵀλ| − κ_j; the
     objective is convex and piecewise linear in θ, its slope rising by 2κ_k|d_k| where ã_k crosses zero
     (d = tΦ_S⁻¹φ_j), and the column at the first crossing that makes the slope non-negative leaves
-    (Barrodale & Roberts 1973, whose pivots may pass through several crossings).  Stops at a basis whose λ,
-    scaled into the dual feasible set, certifies ã to a relative gap of 1e-9 (as :func:`_basis_vertex`), or
-    after ``max_pivots`` pivots (None).  The crossover from an interior-point basis with a wrong sign or two.
+    (Barrodale & Roberts 1973, whose pivots may pass through several crossings).  After a degenerate pivot
+    (θ = 0) the next one follows Bland's rule instead: the first violated column enters, and at a crossing
+    with θ = 0 the first tied column leaves, without passing on.  Stops at a basis whose ã interpolates to
+    1e-10 and whose λ, scaled into the dual feasible set, certifies ã to a relative gap of 1e-9 (as
+    :func:`_basis_vertex`), or after ``max_pivots`` pivots (None; there is no other guard against cycling
+    in floating point).  The crossover from an interior-point basis with a wrong sign or two.
     """
     S, signs = S.clone(), signs.clone()
     degenerate = False
@@ -346,20 +349,21 @@ def _l1_simplex(S, signs, Phi, y, kappa, max_pivots: int):
         ratio = v.abs() / kappa
         scaled = lam / max(1.0, float(ratio.max()))  # the basic columns' ratios are 1 up to round-off
         primal, dual = float((kappa[S] * a_S.abs()).sum()), float(scaled @ y)
-        if abs(primal - dual) <= 1e-9 * primal:
+        interpolates = float((Phi[:, S] @ a_S - y).abs().max()) <= 1e-10 * float(y.abs().max())
+        if interpolates and abs(primal - dual) <= 1e-9 * primal:
             a = torch.zeros(Phi.shape[1], dtype=Phi.dtype, device=Phi.device)
             a[S] = a_S
             return a, scaled
         ratio[S] = 0.0
-        # The most violated column enters; after a degenerate pivot the first violated one (Bland's rule,
-        # which cannot cycle).
+        # The most violated column enters; after a degenerate pivot the first violated one (Bland's rule).
         violated = torch.nonzero(ratio > 1.0 + 1e-12).squeeze(1)
         if violated.numel() == 0:
             return None  # dual feasible to round-off yet not certified: an ill-conditioned basis
         j = int(violated[0]) if degenerate else int(torch.argmax(ratio))
         t = torch.sign(v[j])
         d = t * torch.linalg.lu_solve(*lu, Phi[:, j:j + 1])[:, 0]
-        crossing = torch.nonzero(signs * d > 0).squeeze(1)  # the entries that move towards zero
+        # The entries that move towards zero; a pivot on a |d_k| at round-off level would make the basis singular.
+        crossing = torch.nonzero((signs * d > 0) & (d.abs() > 1e-9 * float(d.abs().max()))).squeeze(1)
         if crossing.numel() == 0:
             return None  # unbounded descent cannot happen for a feasible, bounded-below program: round-off
         crossing = crossing[torch.argsort(S[crossing])]  # ties in column order (Bland)
@@ -368,6 +372,8 @@ def _l1_simplex(S, signs, Phi, y, kappa, max_pivots: int):
         slope = float(kappa[j] - v[j].abs()) + torch.cumsum(2.0 * kappa[S][crossing[order]]
                                                             * d[crossing[order]].abs(), 0)
         first = int(torch.nonzero(slope >= 0)[0, 0]) if bool((slope >= 0).any()) else -1
+        if degenerate and float(theta[order[0]]) == 0.0:
+            first = 0  # Bland: the first tied column leaves
         leaving = int(crossing[order[first]])
         degenerate = float(theta[order[first]]) == 0.0
         S[leaving], signs[leaving] = j, t
@@ -393,9 +399,9 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swap
     accuracy of λ.  Each of ``tight_tols`` is tried in turn: an interior-point
     λ is accurate to ~1e-9, a conic solver's to ~1e-7..1e-5, and a degenerate
     face may need the wider set.  If none of these certifies and ``crossover`` is set,
-    simplex pivots (:func:`_l1_simplex`, at most n) start from the first basis tried
-    (the primal's when given): at a nearly degenerate optimum its λ and ã can both be a
-    pivot or two away from the optimal vertex.
+    simplex pivots (:func:`_l1_simplex`, at most min(n, 100)) start from the primal's n
+    heaviest columns when given, else from the dual's n tightest: at a nearly degenerate
+    optimum its λ and ã can both be a pivot or two away from the optimal vertex.
     """
     n = Phi.shape[0]
     v = Phi.T @ lam
@@ -437,7 +443,7 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swap
     if crossover:
         hint = primal if primal is not None else v
         start = torch.topk(hint.abs() if primal is not None else ratio, n).indices
-        return _l1_simplex(start, torch.sign(hint[start]), Phi, y, kappa, max_pivots=n)
+        return _l1_simplex(start, torch.sign(hint[start]), Phi, y, kappa, max_pivots=min(n, 100))
     return None
 
 
