@@ -152,6 +152,12 @@ def _admissible_set(d: int, teacher, max_alignment, device):
     return project, torch.eye(d, dtype=theta_star.dtype, device=device), f"directions with ρ ≤ {rho0:g}"
 
 
+def _proper_subspace(basis):
+    """``basis`` (d × r) where it spans a proper subspace (r < d), None where it spans all of R^d: the
+    ``basis`` argument of :mod:`flatbook.pricing`, which treats None as the whole sphere."""
+    return basis if basis.shape[1] < basis.shape[0] else None
+
+
 def _pricing_mode(activation, project, basis, d: int, exact_pricing: bool = True) -> str:
     """How sup G_λ over the admissible set is bounded: "exact", "superset" or "bound" (see ``pricing``)."""
     r = basis.shape[1]
@@ -166,7 +172,7 @@ def _exact_pricer(X, activation, basis, pricing: str) -> ExactPricer | None:
     """The arrangement enumeration that ``pricing`` uses, built once for every λ: over the admissible
     subspace ("exact"), over the whole sphere ("superset"), or None ("bound")."""
     if pricing == "exact":
-        return ExactPricer(X, activation, basis if basis.shape[1] < X.shape[1] else None)
+        return ExactPricer(X, activation, _proper_subspace(basis))
     if pricing == "superset":
         return ExactPricer(X, activation)
     return None
@@ -178,7 +184,7 @@ def _proven_dual_ratio_sup(lam, X, activation, basis, pricer: ExactPricer | None
     if pricer is not None:
         return pricer.sup(lam)[0]
     if activation.name == "quadratic":
-        return quadratic_dual_ratio_bound(lam, X, basis if basis.shape[1] < X.shape[1] else None)
+        return quadratic_dual_ratio_bound(lam, X, _proper_subspace(basis))
     return dual_ratio_bound(lam, X, activation)
 
 
@@ -765,7 +771,7 @@ def _prune(master, solution, central, Phi, w, cap: int):
 def _nudged_atoms(atom_dirs, atom_weights, X, y, activation, basis, project):
     """Atoms moved off the hyperplanes they sit on (see :func:`flatbook.pricing.nudge_inactive`), inside
     the admissible set, weights refitted by least squares; the original atoms if that breaks interpolation."""
-    moved = nudge_inactive(atom_dirs, X, basis=basis if basis.shape[1] < X.shape[1] else None)
+    moved = nudge_inactive(atom_dirs, X, basis=_proper_subspace(basis))
     moved = moved / torch.linalg.vector_norm(moved, dim=1, keepdim=True)
     if project is not None:
         moved = project(moved)
