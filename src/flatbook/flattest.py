@@ -349,8 +349,8 @@ def _l1_simplex(S, signs, Phi, y, kappa, max_pivots: int):
         ratio = v.abs() / kappa
         scaled = lam / max(1.0, float(ratio.max()))  # the basic columns' ratios are 1 up to round-off
         primal, dual = float((kappa[S] * a_S.abs()).sum()), float(scaled @ y)
-        interpolates = float((Phi[:, S] @ a_S - y).abs().max()) <= 1e-10 * float(y.abs().max())
-        if interpolates and abs(primal - dual) <= 1e-9 * primal:
+        if (abs(primal - dual) <= 1e-9 * primal
+                and float((Phi[:, S] @ a_S - y).abs().max()) <= 1e-10 * float(y.abs().max())):
             a = torch.zeros(Phi.shape[1], dtype=Phi.dtype, device=Phi.device)
             a[S] = a_S
             return a, scaled
@@ -407,12 +407,13 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swap
     v = Phi.T @ lam
     ratio = v.abs() / kappa
     a = torch.zeros(Phi.shape[1], dtype=Phi.dtype, device=Phi.device)
-    S = torch.topk(ratio, n).indices
-    found = _basis_vertex(S, torch.sign(v[S]), Phi, y, kappa)
+    tightest = torch.topk(ratio, n).indices
+    found = _basis_vertex(tightest, torch.sign(v[tightest]), Phi, y, kappa)
+    heaviest = None
     if found is None and primal is not None:
-        order = torch.argsort(primal.abs(), descending=True)
-        candidates = [order[:n]] + [torch.cat([order[:n - 1], order[k:k + 1]]) for k in range(n, n + swaps)
-                                    if k < order.shape[0]]
+        heaviest = torch.argsort(primal.abs(), descending=True)
+        candidates = [heaviest[:n]] + [torch.cat([heaviest[:n - 1], heaviest[k:k + 1]])
+                                       for k in range(n, n + swaps) if k < heaviest.shape[0]]
         for S in candidates:
             found = _basis_vertex(S, torch.sign(primal[S]), Phi, y, kappa)
             if found is not None:
@@ -440,9 +441,8 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swap
             lam = lam + torch.linalg.lstsq(Phi[:, P].T, (target - Phi[:, P].T @ lam)[:, None],
                                            driver="gelsd" if Phi.device.type == "cpu" else None).solution[:, 0]
             return a, lam / max(1.0, float(((Phi.T @ lam).abs() / kappa).max()))
-    if crossover:
-        hint = primal if primal is not None else v
-        start = torch.topk(hint.abs() if primal is not None else ratio, n).indices
+    if crossover:  # from the first basis tried above: the primal's heaviest columns, else the dual's tightest
+        start, hint = (heaviest[:n], primal) if heaviest is not None else (tightest, v)
         return _l1_simplex(start, torch.sign(hint[start]), Phi, y, kappa, max_pivots=min(n, 100))
     return None
 
