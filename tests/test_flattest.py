@@ -88,9 +88,9 @@ def test_interior_point_stops_at_the_first_certified_vertex():
         tried.append(lam)
         return _exact_vertex(lam, Phi, y, kappa, tight_tols=())
 
-    _, _, early = _lp_interior_point(Phi, y, kappa, vertex=vertex)
+    _, _, early, _ = _lp_interior_point(Phi, y, kappa, vertex=vertex)
     assert early is not None and len(tried) >= 1
-    full_lam, _, none = _lp_interior_point(Phi, y, kappa)
+    full_lam, _, none, _ = _lp_interior_point(Phi, y, kappa)
     full = _exact_vertex(full_lam, Phi, y, kappa)
     assert none is None and full is not None
     torch.testing.assert_close(early[0], full[0], atol=1e-10, rtol=1e-9)  # the same optimal vertex
@@ -106,7 +106,7 @@ def test_exact_vertex_survives_the_nnls_iteration_limit(monkeypatch):
 
     theta, X, y = problem(n=30, m=120)
     Phi, kappa = flattest.feature_matrix(theta, X, "relu"), flatness_weights(theta, X, "relu")
-    lam, _, _ = flattest._lp_interior_point(Phi, y, kappa)
+    lam, _, _, _ = flattest._lp_interior_point(Phi, y, kappa)
     calls = []
 
     def nnls(*args, **kwargs):
@@ -149,7 +149,7 @@ def test_newton_falls_back_to_clarabel(monkeypatch):
     theta, X, y = problem()
     monkeypatch.setattr(flattest, "_lp_interior_point",
                         lambda Phi, y, kappa, vertex=None: (torch.zeros_like(y),
-                                                            torch.zeros(Phi.shape[1], dtype=y.dtype), None))
+                                                            torch.zeros(Phi.shape[1], dtype=y.dtype), None, None))
     monkeypatch.setattr(flattest, "_l1_simplex", lambda *args, **kwargs: None)  # nor do simplex pivots certify
     with pytest.warns(SolverFallbackWarning, match="Clarabel"):
         result = flattest_outer_weights(theta, X, y, "relu", solver="newton")
@@ -311,7 +311,7 @@ def test_exact_vertex_crossover_certifies_what_the_dual_alone_cannot(monkeypatch
 
     theta, X, y = problem(n=30, m=120)
     Phi, kappa = flattest.feature_matrix(theta, X, "relu"), flatness_weights(theta, X, "relu")
-    lam, primal, _ = flattest._lp_interior_point(Phi, y, kappa, tol=1e-1)  # an inexact master's iterate
+    lam, primal, _, _ = flattest._lp_interior_point(Phi, y, kappa, tol=1e-1)  # an inexact master's iterate
 
     def nnls(*args, **kwargs):
         raise RuntimeError("Maximum number of iterations reached.")

@@ -123,7 +123,7 @@ def test_interior_point_master_matches_cvxpy_and_is_certified(duplicates):
     Phi, w, yt = (torch.from_numpy(a) for a in (columns, weights, y))
     master = WeightedL1Master(y)
     master.add(columns, weights)
-    solution, central = _solve_master(master, Phi, yt, w)
+    solution, central, _ = _solve_master(master, Phi, yt, w)
     assert float((Phi.T @ central).abs().div(w).max()) <= 1 + 1e-6  # the central dual is (nearly) feasible
     assert float(central @ yt) == pytest.approx(exact, rel=1e-6)
     vertex = _master_vertex(master, Phi, yt, w, central)
@@ -146,7 +146,7 @@ def test_inexact_master_stops_short_with_a_centred_dual():
     Phi, w, yt = (torch.from_numpy(a) for a in (columns, weights, y))
     master = WeightedL1Master(y)
     master.add(columns, weights)
-    solution, central = _solve_master(master, Phi, yt, w, gap_tol=0.1)
+    solution, central, _ = _solve_master(master, Phi, yt, w, gap_tol=0.1)
     assert not solution.exact and not solution.basic and (np.abs(solution.mu) > 0).sum() <= 25
     lower = float(central @ yt) / max(1.0, float((Phi.T @ central).abs().div(w).max()))
     assert lower <= exact * (1 + 1e-9)
@@ -166,6 +166,70 @@ def test_inexact_master_is_accepted_at_every_scale_of_the_labels(scale):
     master = WeightedL1Master(y)
     master.add(columns, weights)
     assert not _solve_master(master, Phi, yt, w, gap_tol=0.1)[0].exact
+
+
+def test_restarted_master_is_well_centred_and_reaches_the_enlarged_optimum():
+    """The restart point of an inexact master is its first iterate within MASTER_RESTART_FACTOR of the gap
+    tolerance, not its start.  Extended to the columns that pricing adds (dual ratio above 1 at its λ, so one
+    slack of each is floored), it starts the next master: inexactly, the iterate passes the same quality
+    check as a cold start's; exactly, it reaches the cvxpy optimum of the enlarged master."""
+    from flatbook.flattest import _lp_interior_point
+    from flatbook.global_flattest import MASTER_RESTART_FACTOR
+
+    rng = np.random.default_rng(4)
+    n, m, k = 25, 300, 40
+    columns, weights, y = rng.standard_normal((n, m + k)), rng.uniform(0.5, 2.0, m + k), rng.standard_normal(n)
+    Phi, w, yt = (torch.from_numpy(a) for a in (columns, weights, y))
+    old, new = slice(0, m), slice(m, m + k)
+    master = WeightedL1Master(y)
+    master.add(columns[:, old], weights[old])
+    solution, central, restart = _solve_master(master, Phi[:, old], yt, w[old], gap_tol=0.1)
+    assert not solution.exact and restart is not None
+    x, s, lam = restart
+    c = torch.cat([w[old], w[old]])
+    assert float(x @ s) / (1 + abs(float(c @ x))) < MASTER_RESTART_FACTOR * 0.1
+    assert float((yt - Phi[:, old] @ (x[:m] - x[m:])).norm()) / (1 + float(yt.norm())) < MASTER_RESTART_FACTOR * 0.1
+    # Columns with a dual ratio above 1 at the restart point's λ: what pricing adds.
+    Phi[:, new] *= 3.0 * (w[new] / (Phi[:, new].T @ lam).abs().clamp_min(1e-3))  # (columns too: shared memory)
+    assert float(((Phi[:, new].T @ lam).abs() / w[new]).min()) > 1.0
+    start = restart.with_columns(Phi[:, new], w[new])
+    x, s, _ = start
+    assert bool((x > 0).all()) and bool((s > 0).all())
+    torch.testing.assert_close(x[:m], restart.x[:m], rtol=0, atol=0)  # the old columns keep their values
+    torch.testing.assert_close(x[m + k: 2 * m + k], restart.x[m:], rtol=0, atol=0)
+    mu = float(restart.x @ restart.s) / (2 * m)
+    new_pairs = torch.cat([torch.arange(m, m + k), torch.arange(2 * m + k, 2 * m + 2 * k)])
+    torch.testing.assert_close(x[new_pairs] * s[new_pairs], torch.full((2 * k,), mu, dtype=torch.float64))
+    master.add(Phi[:, new].numpy(), weights[new])
+    warm, _, _ = _solve_master(master, Phi, yt, w, gap_tol=0.1, start=start)
+    assert not warm.exact  # the inexact iterate passed the quality check
+    exact = cvxpy_weighted_l1(Phi.numpy(), y, weights)
+    assert warm.value == pytest.approx(exact, rel=0.2)
+    lam_exact, primal, _, _ = _lp_interior_point(Phi, yt, w, start=start)
+    assert float(lam_exact @ yt) == pytest.approx(exact, rel=1e-7)
+    assert float(w @ primal.abs()) == pytest.approx(exact, rel=1e-7)
+    with pytest.raises(ValueError, match="start point is for"):
+        _lp_interior_point(Phi, yt, w, start=restart)
+
+
+def test_inexact_masters_are_warm_started(monkeypatch):
+    """Column generation restarts every inexact master after the first from the previous one's restart
+    point (heuristic pricing, d = 20): cold starts only for exact masters and the first inexact one."""
+    import flatbook.global_flattest as global_flattest
+
+    starts = []
+    interior_point = global_flattest._lp_interior_point
+
+    def spy(Phi, y, kappa, tol=1e-9, **options):
+        starts.append((tol, options.get("start") is not None))
+        return interior_point(Phi, y, kappa, tol=tol, **options)
+
+    monkeypatch.setattr(global_flattest, "_lp_interior_point", spy)
+    _, X, y = data(20, 60, "relu", noise=0.0)
+    flattest_interpolator(X, y, "relu", 120, rounds=8, slide_steps=0)
+    inexact = [warm for tol, warm in starts if tol > 1e-9]
+    assert len(inexact) >= 3 and not inexact[0] and all(inexact[1:])
+    assert not any(warm for tol, warm in starts if tol <= 1e-9)
 
 
 @pytest.mark.parametrize("inexact_master", [False, True])

@@ -42,6 +42,7 @@ from __future__ import annotations
 import itertools
 import warnings
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import scipy.optimize
@@ -198,7 +199,27 @@ def _dual_start(Phi, y, kappa, p):
     return torch.exp(log_t) * y
 
 
-def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80, vertex=None):
+class InteriorPointIterate(NamedTuple):
+    """A primal-dual point of :func:`_lp_interior_point`: x = (x⁺, x⁻) > 0 and s = (s⁺, s⁻) > 0 (2m
+    entries each, the columns' positive and negative parts) and λ (n entries)."""
+
+    x: torch.Tensor
+    s: torch.Tensor
+    lam: torch.Tensor
+
+    def with_columns(self, Phi_new, kappa_new) -> InteriorPointIterate:
+        """The point extended to new columns φ_j (Gondzio 1998): their slacks s_j± = κ_j ∓ φ_jᵀλ, floored at
+        κ_j / 10 (a column that pricing added has a dual ratio above 1, so one of them is negative), and
+        x_j± = μ / s_j± at the point's mean complementarity μ = xᵀs / 2m, so they start on the central path."""
+        m = self.x.shape[0] // 2
+        mu = float(self.x @ self.s) / (2 * m)
+        v = Phi_new.T @ self.lam
+        s_plus, s_minus = (kappa_new - v).clamp_min(0.1 * kappa_new), (kappa_new + v).clamp_min(0.1 * kappa_new)
+        x = torch.cat([self.x[:m], mu / s_plus, self.x[m:], mu / s_minus])
+        return InteriorPointIterate(x, torch.cat([self.s[:m], s_plus, self.s[m:], s_minus]), self.lam)
+
+
+def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80, vertex=None, start=None, restart_factor=None):
     """Mehrotra's predictor-corrector method for the p = 1 program, on its normal equations.
 
     With ã = x⁺ − x⁻, x± ≥ 0, the program is the standard-form LP
@@ -212,7 +233,13 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80, vertex=None):
     all the vertex needs, has converged.  With ``vertex`` (a function of λ returning
     an exactly certified vertex or None), it is tried at every iterate whose relative
     gap is below 1e-4, and the first vertex found ends the iteration (the optimal basis
-    is usually identified well before the gap closes).  Returns (λ, ã, that vertex or None).
+    is usually identified well before the gap closes).
+
+    ``start`` (an :class:`InteriorPointIterate`) replaces Mehrotra's starting point.  With
+    ``restart_factor`` the method also returns a point to warm-start a related program from: the
+    first iterate after the start whose relative gap and residuals are all below
+    ``restart_factor`` · ``tol`` (the last one if none is), well centred where the last is not
+    (Gondzio 1998).  Returns (λ, ã, that vertex or None, that restart point or None).
     """
     n, m = Phi.shape
     c = torch.cat([kappa, kappa])
@@ -224,17 +251,22 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80, vertex=None):
         u = Phi.T @ lam
         return torch.cat([u, -u])
 
-    # Mehrotra's starting point: least-norm x, λ = 0 (A c = 0 here), shifted to the interior.
-    gram = _weighted_gram(Phi)
-    gram.diagonal().add_(1e-12 * float(gram.diagonal().max()))  # a ridge: Φ may be (nearly) rank deficient
-    x_plus = Phi.T @ torch.linalg.solve(2.0 * gram, y)
-    x = torch.cat([x_plus, -x_plus])
-    lam = torch.zeros(n, dtype=Phi.dtype, device=Phi.device)
-    s = c.clone()
-    x = x + max(-1.5 * float(x.min()), 0.0)
-    s = s + max(-1.5 * float(s.min()), 0.0)
-    xs = float(x @ s)
-    x, s = x + 0.5 * xs / float(s.sum()), s + 0.5 * xs / float(x.sum())
+    if start is not None:
+        if start.x.shape != (2 * m,) or start.s.shape != (2 * m,) or start.lam.shape != (n,):
+            raise ValueError(f"the start point is for {start.x.shape[0] // 2} columns and "
+                             f"{start.lam.shape[0]} samples, the program has {m} and {n}")
+        x, s, lam = start
+    else:  # Mehrotra's starting point: least-norm x, λ = 0 (A c = 0 here), shifted to the interior.
+        gram = _weighted_gram(Phi)
+        gram.diagonal().add_(1e-12 * float(gram.diagonal().max()))  # a ridge: Φ may be (nearly) rank deficient
+        x_plus = Phi.T @ torch.linalg.solve(2.0 * gram, y)
+        x = torch.cat([x_plus, -x_plus])
+        lam = torch.zeros(n, dtype=Phi.dtype, device=Phi.device)
+        s = c.clone()
+        x = x + max(-1.5 * float(x.min()), 0.0)
+        s = s + max(-1.5 * float(s.min()), 0.0)
+        xs = float(x @ s)
+        x, s = x + 0.5 * xs / float(s.sum()), s + 0.5 * xs / float(x.sum())
     scale_b, scale_c = 1.0 + float(y.norm()), 1.0 + float(c.norm())
 
     def max_step(v, dv):
@@ -242,19 +274,23 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80, vertex=None):
         return min(1.0, float((-v[negative] / dv[negative]).min())) if bool(negative.any()) else 1.0
 
     best_primal = float("inf")
-    for _ in range(max_iter):
+    restart = None
+    for iteration in range(max_iter):
         r_primal = y - A(x)
         r_dual = c - At(lam) - s
         mu = float(x @ s) / (2 * m)
-        primal = float(r_primal.norm()) / scale_b
-        if (float(r_dual.norm()) / scale_c < tol and float(x @ s) / (1.0 + abs(float(c @ x))) < tol
-                and (primal < tol or primal > best_primal)):
+        primal, dual = float(r_primal.norm()) / scale_b, float(r_dual.norm()) / scale_c
+        gap = float(x @ s) / (1.0 + abs(float(c @ x)))
+        if (restart_factor is not None and restart is None and iteration > 0
+                and max(primal, dual, gap) < restart_factor * tol):
+            restart = InteriorPointIterate(x, s, lam)
+        if dual < tol and gap < tol and (primal < tol or primal > best_primal):
             break
         best_primal = min(best_primal, primal)
-        if vertex is not None and float(x @ s) / (1.0 + abs(float(c @ x))) < 1e-4:
+        if vertex is not None and gap < 1e-4:
             found = vertex(lam)
             if found is not None:
-                return lam, x[:m] - x[m:], found
+                return lam, x[:m] - x[m:], found, None
         D = x / s
         normal = _weighted_gram(Phi, D[:m] + D[m:])
         normal.diagonal().add_(1e-14 * float(normal.diagonal().max()))
@@ -276,7 +312,9 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80, vertex=None):
         dx, dlam, ds = direction(sigma * mu - x * s - dx * ds)  # corrector
         a_p, a_d = 0.99 * max_step(x, dx), 0.99 * max_step(s, ds)
         x, lam, s = x + a_p * dx, lam + a_d * dlam, s + a_d * ds
-    return lam, x[:m] - x[m:], None
+    if restart_factor is not None and restart is None:
+        restart = InteriorPointIterate(x, s, lam)
+    return lam, x[:m] - x[m:], None, restart
 
 
 def _solve_newton(Phi, y, kappa, p, residual_tol):
@@ -288,7 +326,7 @@ def _solve_newton(Phi, y, kappa, p, residual_tol):
         lam, residual = _dual_newton(_dual_start(Phi, y, kappa, p), Phi, y, kappa, p, 1e-3 * residual_tol)
         status = "optimal" if residual <= residual_tol else f"dual Newton stalled at residual {residual:.1e}"
         return _primal_from_dual(lam, Phi, kappa, p), lam, status
-    lam, primal, vertex = _lp_interior_point(Phi, y, kappa, vertex=lambda lam: _exact_vertex(lam, Phi, y, kappa,
+    lam, primal, vertex, _ = _lp_interior_point(Phi, y, kappa, vertex=lambda lam: _exact_vertex(lam, Phi, y, kappa,
                                                                                           tight_tols=()))
     if vertex is None:
         vertex = _exact_vertex(lam, Phi, y, kappa, primal=primal, crossover=True)

@@ -20,7 +20,8 @@ interpolates the data, every direction allowed.  Book, chapter 2, section
 :func:`flattest_interpolator` solves the measure program by column generation: a weighted-ℓ1 master
 over the directions found so far (``_solve_master``: an interior point, during the rounds only
 to a tenth of the column generation's gap, the inexact master of primal-dual column generation;
-HiGHS's :class:`~flatbook.weighted_l1.WeightedL1Master` where it fails), pricing by multi-start
+HiGHS's :class:`~flatbook.weighted_l1.WeightedL1Master` where it fails; each inexact master
+warm-started from the previous one, Gondzio 1998), pricing by multi-start
 ascent of G_λ started at the master's support atoms (which slides them) and at fresh directions, at
 the master's central (interior-point) dual; with exact pricing every face's best direction is known,
 and up to 2n of the most violated join the master in one round (the master holding up to 80n + 500
@@ -48,7 +49,7 @@ from .activations import HomogeneousActivation, LeakyReLU, get_activation
 from .backend import as_tensor, check_data
 from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverError
 from .flatness import min_flatness, unit_flatness_weights
-from .flattest import _exact_vertex, _lp_interior_point, flattest_outer_weights
+from .flattest import InteriorPointIterate, _exact_vertex, _lp_interior_point, flattest_outer_weights
 from .interpolators import complement_basis
 from .network import TwoLayerNet
 from .pricing import (
@@ -65,6 +66,9 @@ from .weighted_l1 import MasterSolution, WeightedL1Master
 #: the loosest relative gap an inexact master is solved to (``inexact_master``; a tenth of the column
 #: generation's own gap when that is smaller)
 INEXACT_MASTER_MAX_GAP = 1e-1
+#: an inexact master's interior point is warm-started from the previous one's first iterate within this
+#: factor of its tolerance (gap and residuals): well centred, where its last iterate is not (bench/README.md)
+MASTER_RESTART_FACTOR = 10.0
 
 
 class Atoms(NamedTuple):
@@ -287,8 +291,14 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     heuristic path); the lower bound then comes from the provable bounds of :mod:`flatbook.pricing`.
     ``inexact_master`` solves the restricted master during the rounds only to a tenth of the column
     generation's gap (at most ``INEXACT_MASTER_MAX_GAP``), exactly before declaring convergence, before
-    pruning, in the last round and when pricing finds nothing (``_solve_master``); ``False`` solves it
-    exactly every round.
+    pruning, in the last round and when pricing finds nothing (``_solve_master``), each inexact solve after
+    the first warm-started from a well-centred iterate of the previous one (Gondzio 1998); ``False``
+    solves it exactly every round, from a cold start.
+    ``slide_steps`` is the number of descent steps of the master's n basic directions on V per round
+    (``_slide``, the local step of sliding Frank-Wolfe), whose results join the master; each step costs
+    an n × n solve and the master grows by n columns a round.  Per round it makes the result flatter,
+    per second it does not at large n with heuristic pricing: there ``slide_steps=0`` with more
+    ``rounds`` is flatter in less time (n ≥ 800, d = 100; ``bench/README.md``).
     ``progress`` shows a tqdm bar over the rounds.
 
     The result's ``lower`` is a proven lower bound on Υ of every admissible interpolator of this
@@ -338,7 +348,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         directions = torch.cat([directions, batch[live]])
         Phi, w = torch.cat([Phi, Phi_batch[:, live]], 1), torch.cat([w, w_batch[live]])
         try:
-            solution, central = _solve_master(master, Phi, y, w)
+            solution, central, restart = _solve_master(master, Phi, y, w)
             break
         except InfeasibleInterpolationError as exc:
             if attempt == 4 or activation.name == "quadratic":
@@ -399,7 +409,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         # An inexact master's value may lie on either side of the exact one, its dual's weak-duality bound
         # never above it: when even that bound is near the target, solve exactly and test the exact value.
         if not solution.exact and _weak_duality_bound(central, Phi, y, w) <= (1.0 + tol) * target:
-            solution, central = _solve_master(master, Phi, y, w)
+            solution, central, restart = _solve_master(master, Phi, y, w)
         history.append({"round": round_, "master": solution.value, "lower_estimate": best["estimate"],
                         "lower_proven": best["proven"], "columns": master.size, "added": new.shape[0],
                         "master_exact": solution.exact})
@@ -410,7 +420,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         if new.shape[0] == 0:
             if not lam_exact:  # an inexact λ can satisfy every cut while the master is not yet optimal
                 if not solution.exact:
-                    solution, central = _solve_master(master, Phi, y, w)
+                    solution, central, restart = _solve_master(master, Phi, y, w)
                 continue
             status = "no improving direction found" + ("" if exact else " by the heuristic pricing")
             break
@@ -422,10 +432,13 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         # 1e-9, in the last round (the final vertex needs one), and before pruning (which keeps the support of
         # an exact solution: the heaviest entries of an interior iterate may not interpolate).
         gap_tol = min(INEXACT_MASTER_MAX_GAP, (solution.value / target - 1.0) / 10.0) if target > 0 else 0.0
+        # An inexact master starts from the last inexact one's restart point, extended to the new columns.
         exact_now = not inexact_master or gap_tol <= 1e-9 or round_ == rounds - 1 or master.size > cap
-        solution, central = _solve_master(master, Phi, y, w, None if exact_now else gap_tol)
+        start = None if exact_now or restart is None else restart.with_columns(Phi_new, w_new)
+        solution, central, restart = _solve_master(master, Phi, y, w, None if exact_now else gap_tol, start)
         keep = _prune(master, solution, central, Phi, w, cap)
         if keep is not None:  # the support stays, so the vertex stays optimal and the central dual feasible
+            # (only after an exact master, which leaves no restart point: master.size > cap makes it exact)
             master.remove(keep)
             directions, Phi, w = directions[keep], Phi[:, keep], w[keep]
             solution = dataclasses.replace(solution, mu=solution.mu[keep])
@@ -433,7 +446,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     # The last central dual is the master's over these columns (or over a superset, before pruning, which
     # kept the support): the optimal vertex is read off it without solving again, unless it was inexact.
     if not solution.exact:
-        solution, central = _solve_master(master, Phi, y, w)
+        solution, central, _ = _solve_master(master, Phi, y, w)
     if not solution.basic:
         solution = _master_vertex(master, Phi, y, w, central)
     if not status.startswith("converged") and solution.value <= (1.0 + tol) * target:  # the columns added last
@@ -687,8 +700,8 @@ def _slide(U, X, y, activation, project, steps: int = 20, angle: float = 0.1):
     return U.detach(), current
 
 
-def _solve_master(master, Phi, y, w, gap_tol: float | None = None):
-    """The restricted master (eq. ``eq-measure-program`` on the current columns): (MasterSolution, λ_c).
+def _solve_master(master, Phi, y, w, gap_tol: float | None = None, start: InteriorPointIterate | None = None):
+    """The restricted master (eq. ``eq-measure-program`` on the current columns): (MasterSolution, λ_c, restart).
 
     Mehrotra's interior point on the n × n normal equations gives the central dual λ_c, which pricing
     uses, and a primal iterate near the centre of the optimal face.  That iterate's support, refitted
@@ -700,9 +713,12 @@ def _solve_master(master, Phi, y, w, gap_tol: float | None = None):
     are (``exact=False``; μ keeps its n heaviest entries, the approximate support): the inexact master of
     primal-dual column generation (Gondzio & Sarkissian 1996).  Pricing needs no more, since any λ gives a
     proven bound λᵀy / sup_u ratio_λ(u), and a well-centred λ short of the optimal face prices better.
+    Only then is ``restart`` not None: the interior point's first iterate within ``MASTER_RESTART_FACTOR``
+    of ``gap_tol``, the ``start`` of the next inexact master once extended to the next round's columns.
     """
     if gap_tol is not None:
-        central, mu, _ = _lp_interior_point(Phi, y, w, tol=gap_tol)
+        central, mu, _, restart = _lp_interior_point(Phi, y, w, tol=gap_tol, start=start,
+                                                     restart_factor=MASTER_RESTART_FACTOR)
         value, dual_value = float(w @ mu.abs()), float(central @ y)
         # A quality check, in the interior point's own measures (relative to 1 + ‖y‖ and 1 + value): an
         # iterate it ended on after a failed factorisation or its iteration limit can be far off; the exact
@@ -713,16 +729,16 @@ def _solve_master(master, Phi, y, w, gap_tol: float | None = None):
             heaviest = torch.argsort(mu.abs(), descending=True)[: Phi.shape[0]]
             support[heaviest] = mu[heaviest]
             return MasterSolution(mu=support.cpu().numpy(), dual=central.cpu().numpy(), value=value,
-                                  exact=False, basic=False), central
-    central, mu, _ = _lp_interior_point(Phi, y, w)
+                                  exact=False, basic=False), central, restart
+    central, mu, _, _ = _lp_interior_point(Phi, y, w)
     if not (bool(torch.isfinite(central).all()) and bool(torch.isfinite(mu).all())):
         highs = master.solve()  # diagnoses columns that cannot interpolate
-        return highs, torch.as_tensor(highs.dual, dtype=Phi.dtype, device=Phi.device)
+        return highs, torch.as_tensor(highs.dual, dtype=Phi.dtype, device=Phi.device), None
     refit = _support_refit(mu, Phi, y, w, _weak_duality_bound(central, Phi, y, w))
     if refit is None:
-        return _master_vertex(master, Phi, y, w, central, primal=mu), central
+        return _master_vertex(master, Phi, y, w, central, primal=mu), central, None
     return MasterSolution(mu=refit.cpu().numpy(), dual=central.cpu().numpy(), value=float(w @ refit.abs()),
-                          basic=False), central
+                          basic=False), central, None
 
 
 def _weak_duality_bound(lam, Phi, y, w) -> float:
