@@ -13,9 +13,11 @@ paper configuration, seed 0) and the same m = 2n random directions (no teacher d
 - ``global``: :func:`flatbook.flattest_interpolator` warm-started from the same directions, width m:
   Υ of the network it returns (``upper``), the proven lower bound and the estimated one.
 
-``--rounds`` and ``--slide-steps`` pass those options to the global solver (its defaults otherwise).
+``--rounds``, ``--slide-steps`` and ``--warm-masters`` pass those options to the global solver (its defaults
+otherwise).
 Printed per point: seconds of each, the time ratio global / pipeline, Υ of each and their ratio
-(≤ 1 means the global solver found an interpolator at least as flat), and the gaps
+(≤ 1 means the global solver found an interpolator at least as flat), Υ of the teacher split into m
+copies (an interpolator neither solver is given: how far both are from Υ*(m) at least), and the gaps
 upper / lower − 1 (proven and estimated).  One process, two threads, same instances.
 """
 
@@ -25,8 +27,9 @@ import argparse
 import json
 from pathlib import Path
 
-from flatbook import flattest_interpolator
+from flatbook import flattest_interpolator, get_activation
 from flatbook.data import single_index
+from flatbook.flatness import unit_flatness_weights
 from flatbook.interpolators import random_directions
 from flatbook.search import direct_search
 
@@ -37,12 +40,18 @@ def point(name, n, d, seed=0, steps=20, **options):
     teacher = single_index(d, link=name, noise_std=0.0, seed=seed)
     X, y = teacher.sample(n, seed=seed + 1000)
     start = random_directions(2 * n, d, seed=seed + 1)
+    activation = get_activation(name)
+    # The teacher itself, split into m equal copies (chapter 3's teacher_upsilon): an interpolator of width m
+    # that neither solver is given (an oracle), so an upper bound on Υ*(m) to compare both with.
+    kappa_teacher = float(unit_flatness_weights(teacher.theta_star, X, activation)[0])
+    teacher_upsilon = (2 * n) ** (1.0 - activation.p) * kappa_teacher
     pipeline, t_pipeline = timed(lambda: direct_search(X, y, name, start, steps=steps))
     best, t_global = timed(lambda: flattest_interpolator(X, y, name, 2 * n, start_directions=start,
                                                                 **options))
     return {"activation": name, "n": n, "d": d, "m": 2 * n,
             "pipeline_s": t_pipeline, "global_s": t_global, "time_ratio": t_global / t_pipeline,
-            "pipeline_upsilon": pipeline.upsilon, "global_upper": best.upper, "global_lower": best.lower,
+            "pipeline_upsilon": pipeline.upsilon, "teacher_upsilon": teacher_upsilon,
+            "global_upper": best.upper, "global_lower": best.lower,
             "global_lower_estimate": best.lower_estimate, "upsilon_ratio": best.upper / pipeline.upsilon,
             "proven_gap": best.upper / best.lower - 1, "estimated_gap": best.upper / best.lower_estimate - 1,
             "rounds": best.rounds, "atoms": int(best.atoms.directions.shape[0]), "status": best.status}
@@ -56,19 +65,21 @@ def main():
     parser.add_argument("--quick", action="store_true", help="n = 100, 200 only")
     parser.add_argument("--rounds", type=int, help="column generation rounds (the solver's default if not given)")
     parser.add_argument("--slide-steps", type=int, help="steps of the atoms' slide per round (default: the solver's)")
+    parser.add_argument("--warm-masters", action="store_true",
+                        help="warm-start the inexact masters (warm_masters=True)")
     parser.add_argument("--out", type=Path, help="also write the rows as JSON here")
     args = parser.parse_args()
     if any(n < 2 for n in args.n) or args.d < 2:
         parser.error("n and d must be at least 2")
     if (args.rounds is not None and args.rounds < 1) or (args.slide_steps is not None and args.slide_steps < 0):
         parser.error("--rounds must be at least 1 and --slide-steps at least 0")
-    options = {key: value for key, value in (("rounds", args.rounds), ("slide_steps", args.slide_steps))
-               if value is not None}
+    options = {key: value for key, value in (("rounds", args.rounds), ("slide_steps", args.slide_steps),
+                                             ("warm_masters", args.warm_masters or None)) if value is not None}
     ns = [100, 200] if args.quick else args.n
     print(header(f"d = {args.d}, m = 2n, noiseless single-index teacher, solver options {options or 'default'}"))
-    print("| activation | n | pipeline s | global s | time ratio | Υ pipeline | Υ global | Υ ratio "
+    print("| activation | n | pipeline s | global s | time ratio | Υ pipeline | Υ global | Υ ratio | Υ teacher "
           "| proven gap | estimated gap |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for name in args.activations:
         for n in ns:
@@ -76,6 +87,7 @@ def main():
             rows.append(row)
             print(f"| {name} | {n} | {row['pipeline_s']:.1f} | {row['global_s']:.1f} | {row['time_ratio']:.2f} "
                   f"| {row['pipeline_upsilon']:.4g} | {row['global_upper']:.4g} | {row['upsilon_ratio']:.3f} "
+                  f"| {row['teacher_upsilon']:.4g} "
                   f"| {row['proven_gap']:.3g} | {row['estimated_gap']:.3g} |", flush=True)
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))

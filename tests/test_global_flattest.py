@@ -183,8 +183,10 @@ def test_restarted_master_is_well_centred_and_reaches_the_enlarged_optimum():
     old, new = slice(0, m), slice(m, m + k)
     master = WeightedL1Master(y)
     master.add(columns[:, old], weights[old])
-    solution, central, restart = _solve_master(master, Phi[:, old], yt, w[old], gap_tol=0.1)
+    solution, central, restart = _solve_master(master, Phi[:, old], yt, w[old], gap_tol=0.1,
+                                               restart_factor=MASTER_RESTART_FACTOR)
     assert not solution.exact and restart is not None
+    assert not torch.equal(restart.lam, central)  # an earlier iterate than the last (which restarts worse)
     x, s, lam = restart
     c = torch.cat([w[old], w[old]])
     assert float(x @ s) / (1 + abs(float(c @ x))) < MASTER_RESTART_FACTOR * 0.1
@@ -201,7 +203,7 @@ def test_restarted_master_is_well_centred_and_reaches_the_enlarged_optimum():
     new_pairs = torch.cat([torch.arange(m, m + k), torch.arange(2 * m + k, 2 * m + 2 * k)])
     torch.testing.assert_close(x[new_pairs] * s[new_pairs], torch.full((2 * k,), mu, dtype=torch.float64))
     master.add(Phi[:, new].numpy(), weights[new])
-    warm, _, _ = _solve_master(master, Phi, yt, w, gap_tol=0.1, start=start)
+    warm, _, _ = _solve_master(master, Phi, yt, w, gap_tol=0.1, start=start, restart_factor=MASTER_RESTART_FACTOR)
     assert not warm.exact  # the inexact iterate passed the quality check
     exact = cvxpy_weighted_l1(Phi.numpy(), y, weights)
     assert warm.value == pytest.approx(exact, rel=0.2)
@@ -212,24 +214,36 @@ def test_restarted_master_is_well_centred_and_reaches_the_enlarged_optimum():
         _lp_interior_point(Phi, yt, w, start=restart)
 
 
-def test_inexact_masters_are_warm_started(monkeypatch):
-    """Column generation restarts every inexact master after the first from the previous one's restart
-    point (heuristic pricing, d = 20): cold starts only for exact masters and the first inexact one."""
+def test_warm_masters_restart_inexact_masters_and_save_factorisations(monkeypatch):
+    """With warm_masters, every inexact master that follows an inexact one starts from its restart point, and
+    no other master does (heuristic pricing, d = 20); without it none does.  On this fixed instance the warm
+    run forms fewer normal matrices in its interior points than the cold one (the option's purpose)."""
+    import flatbook.flattest as flattest
     import flatbook.global_flattest as global_flattest
 
-    starts = []
-    interior_point = global_flattest._lp_interior_point
-
-    def spy(Phi, y, kappa, tol=1e-9, **options):
-        starts.append((tol, options.get("start") is not None))
-        return interior_point(Phi, y, kappa, tol=tol, **options)
-
-    monkeypatch.setattr(global_flattest, "_lp_interior_point", spy)
     _, X, y = data(20, 60, "relu", noise=0.0)
-    flattest_interpolator(X, y, "relu", 120, rounds=8, slide_steps=0)
-    inexact = [warm for tol, warm in starts if tol > 1e-9]
-    assert len(inexact) >= 3 and not inexact[0] and all(inexact[1:])
-    assert not any(warm for tol, warm in starts if tol <= 1e-9)
+    runs = {}
+    for warm in (False, True):
+        solves, grams = [], []
+        interior_point, gram = global_flattest._lp_interior_point, flattest._weighted_gram
+
+        def spy(Phi, y, kappa, tol=1e-9, interior_point=interior_point, solves=solves, **options):
+            solves.append((tol > 1e-9, options.get("start") is not None))
+            return interior_point(Phi, y, kappa, tol=tol, **options)
+
+        monkeypatch.setattr(global_flattest, "_lp_interior_point", spy)
+        monkeypatch.setattr(flattest, "_weighted_gram",
+                            lambda *args, gram=gram, grams=grams, **kwargs: grams.append(1) or gram(*args, **kwargs))
+        flattest_interpolator(X, y, "relu", 120, rounds=16, slide_steps=0, warm_masters=warm)
+        monkeypatch.undo()
+        runs[warm] = (solves, len(grams))
+    cold_solves, cold_grams = runs[False]
+    warm_solves, warm_grams = runs[True]
+    assert not any(started for _, started in cold_solves)
+    assert sum(inexact for inexact, _ in warm_solves) >= 3
+    for (previous_inexact, _), (inexact, started) in itertools.pairwise(warm_solves):
+        assert started == (inexact and previous_inexact)
+    assert warm_grams < cold_grams, (warm_grams, cold_grams)
 
 
 @pytest.mark.parametrize("inexact_master", [False, True])

@@ -16,7 +16,7 @@ import torch
 
 from .errors import FlatbookInputError
 
-__all__ = ["DTYPE", "default_device", "as_tensor", "check_data", "check_binary_labels", "row_chunks"]
+__all__ = ["DTYPE", "default_device", "as_tensor", "check_data", "check_binary_labels", "row_chunks", "lstsq_driver"]
 
 #: every tensor of the package is float64
 DTYPE = torch.float64
@@ -93,6 +93,12 @@ def check_binary_labels(y: torch.Tensor, why: str) -> None:
         raise FlatbookInputError(
             f"{why} needs labels in {{-1, +1}}; got values such as {sorted(set(y.unique().tolist()))[:5]}. "
             "Map the classes to ±1 first.")
+
+
+def lstsq_driver(A: torch.Tensor) -> str | None:
+    """The ``driver`` for ``torch.linalg.lstsq`` on A: LAPACK's SVD-based gelsd (safe when A is rank
+    deficient) on the CPU; None on a GPU, where torch offers only gels."""
+    return "gelsd" if A.device.type == "cpu" else None
 
 
 def row_chunks(n: int, width: int, budget: int = 2**24):

@@ -49,7 +49,7 @@ import scipy.optimize
 import torch
 
 from .activations import get_activation
-from .backend import as_tensor, check_data
+from .backend import as_tensor, check_data, lstsq_driver
 from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverError, SolverFallbackWarning
 from .flatness import flatness_weights, orbit_flatness
 from .network import TwoLayerNet
@@ -208,9 +208,10 @@ class InteriorPointIterate(NamedTuple):
     lam: torch.Tensor
 
     def with_columns(self, Phi_new, kappa_new) -> InteriorPointIterate:
-        """The point extended to new columns φ_j (Gondzio 1998): their slacks s_j± = κ_j ∓ φ_jᵀλ, floored at
-        κ_j / 10 (a column that pricing added has a dual ratio above 1, so one of them is negative), and
-        x_j± = μ / s_j± at the point's mean complementarity μ = xᵀs / 2m, so they start on the central path."""
+        """The point extended to new columns φ_j with weights κ_j > 0 (Gondzio 1998): their slacks
+        s_j± = κ_j ∓ φ_jᵀλ, floored at κ_j / 10 (a column that violates the dual constraint |φ_jᵀλ| ≤ κ_j at
+        this λ has one of them negative), and x_j± = μ / s_j± at the point's mean complementarity
+        μ = xᵀs / 2m, so each new pair starts with the mean complementarity."""
         m = self.x.shape[0] // 2
         mu = float(self.x @ self.s) / (2 * m)
         v = Phi_new.T @ self.lam
@@ -235,11 +236,12 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80, vertex=None, start=
     gap is below 1e-4, and the first vertex found ends the iteration (the optimal basis
     is usually identified well before the gap closes).
 
-    ``start`` (an :class:`InteriorPointIterate`) replaces Mehrotra's starting point.  With
-    ``restart_factor`` the method also returns a point to warm-start a related program from: the
-    first iterate after the start whose relative gap and residuals are all below
-    ``restart_factor`` · ``tol`` (the last one if none is), well centred where the last is not
-    (Gondzio 1998).  Returns (λ, ã, that vertex or None, that restart point or None).
+    ``start`` (an :class:`InteriorPointIterate`) replaces Mehrotra's starting point, and then at least
+    one step is taken.  With ``restart_factor`` the method also returns a point to warm-start a related
+    program from: the first iterate after the start whose relative gap and residuals are all below
+    ``restart_factor`` · ``tol`` (the last one if none is), an early iterate rather than the last,
+    which sits near the boundary (Gondzio 1998).  Returns (λ, ã, that vertex or None, that restart
+    point or None).
     """
     n, m = Phi.shape
     c = torch.cat([kappa, kappa])
@@ -284,7 +286,7 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80, vertex=None, start=
         if (restart_factor is not None and restart is None and iteration > 0
                 and max(primal, dual, gap) < restart_factor * tol):
             restart = InteriorPointIterate(x, s, lam)
-        if dual < tol and gap < tol and (primal < tol or primal > best_primal):
+        if (start is None or iteration > 0) and dual < tol and gap < tol and (primal < tol or primal > best_primal):
             break
         best_primal = min(best_primal, primal)
         if vertex is not None and gap < 1e-4:
@@ -477,7 +479,7 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swap
             P = torch.nonzero(T).squeeze(1)[b > 0]
             target = kappa[P] * signs[b > 0]
             lam = lam + torch.linalg.lstsq(Phi[:, P].T, (target - Phi[:, P].T @ lam)[:, None],
-                                           driver="gelsd" if Phi.device.type == "cpu" else None).solution[:, 0]
+                                           driver=lstsq_driver(Phi)).solution[:, 0]
             return a, lam / max(1.0, float(((Phi.T @ lam).abs() / kappa).max()))
     if crossover:  # from the first basis tried above: the primal's heaviest columns, else the dual's tightest
         start, hint = (heaviest[:n], primal) if heaviest is not None else (tightest, v)

@@ -21,7 +21,7 @@ interpolates the data, every direction allowed.  Book, chapter 2, section
 over the directions found so far (``_solve_master``: an interior point, during the rounds only
 to a tenth of the column generation's gap, the inexact master of primal-dual column generation;
 HiGHS's :class:`~flatbook.weighted_l1.WeightedL1Master` where it fails; each inexact master
-warm-started from the previous one, Gondzio 1998), pricing by multi-start
+optionally warm-started from an early iterate of the previous one, Gondzio 1998), pricing by multi-start
 ascent of G_λ started at the master's support atoms (which slides them) and at fresh directions, at
 the master's central (interior-point) dual; with exact pricing every face's best direction is known,
 and up to 2n of the most violated join the master in one round (the master holding up to 80n + 500
@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from .activations import HomogeneousActivation, LeakyReLU, get_activation
-from .backend import as_tensor, check_data
+from .backend import as_tensor, check_data, lstsq_driver
 from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverError
 from .flatness import min_flatness, unit_flatness_weights
 from .flattest import InteriorPointIterate, _exact_vertex, _lp_interior_point, flattest_outer_weights
@@ -66,8 +66,9 @@ from .weighted_l1 import MasterSolution, WeightedL1Master
 #: the loosest relative gap an inexact master is solved to (``inexact_master``; a tenth of the column
 #: generation's own gap when that is smaller)
 INEXACT_MASTER_MAX_GAP = 1e-1
-#: an inexact master's interior point is warm-started from the previous one's first iterate within this
-#: factor of its tolerance (gap and residuals): well centred, where its last iterate is not (bench/README.md)
+#: with ``warm_masters``, an inexact master's interior point starts from the previous one's first iterate
+#: within this factor of its tolerance (gap and residuals), an early iterate: restarting from its last one
+#: cost more factorisations than cold starts (bench/README.md, sessions 14 and 17)
 MASTER_RESTART_FACTOR = 10.0
 
 
@@ -278,7 +279,8 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
                           max_alignment=None, start_directions=None, n_start: int | None = None,
                           rounds: int = 40, tol: float = 1e-3, pricing_starts: int = 64,
                           pricing_steps: int = 60, slide_steps: int = 20, exact_pricing: bool = True,
-                          inexact_master: bool = True, seed: int = 0, progress: bool = False) -> FlattestInterpolator:
+                          inexact_master: bool = True, warm_masters: bool = False, seed: int = 0,
+                          progress: bool = False) -> FlattestInterpolator:
     """The flattest width-``width`` interpolator of (X, y), every direction allowed, with proven bounds.
 
     ``teacher`` (k, d, orthonormal rows) with ``max_alignment`` = ρ0 ∈ [0, 1) restricts every
@@ -291,9 +293,12 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     heuristic path); the lower bound then comes from the provable bounds of :mod:`flatbook.pricing`.
     ``inexact_master`` solves the restricted master during the rounds only to a tenth of the column
     generation's gap (at most ``INEXACT_MASTER_MAX_GAP``), exactly before declaring convergence, before
-    pruning, in the last round and when pricing finds nothing (``_solve_master``), each inexact solve after
-    the first warm-started from a well-centred iterate of the previous one (Gondzio 1998); ``False``
-    solves it exactly every round, from a cold start.
+    pruning, in the last round and when pricing finds nothing (``_solve_master``); ``False`` solves it
+    exactly every round.  ``warm_masters`` starts each inexact master that follows an inexact one from
+    an early iterate of it, extended to the new columns (Gondzio 1998; ``MASTER_RESTART_FACTOR``),
+    instead of Mehrotra's cold start: about half the interior-point iterations at n ≥ 800, d = 100, but
+    a different column generation path (bench/README.md, session 17); off by default until the book's
+    chapters are re-based on it.
     ``slide_steps`` is the number of descent steps of the master's n basic directions on V per round
     (``_slide``, the local step of sliding Frank-Wolfe), whose results join the master; each step costs
     an n × n solve and the master grows by n columns a round.  Per round it makes the result flatter,
@@ -407,8 +412,10 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             if basic is not None:
                 new = torch.cat([new, _slide(basic, X, y, activation, project, steps=slide_steps)[0]])
         # An inexact master's value may lie on either side of the exact one, its dual's weak-duality bound
-        # never above it: when even that bound is near the target, solve exactly and test the exact value.
-        if not solution.exact and _weak_duality_bound(central, Phi, y, w) <= (1.0 + tol) * target:
+        # never above it: when either is near the target, solve exactly and test the exact value (so that
+        # convergence is only ever declared on an exact master).
+        near = (1.0 + tol) * target
+        if not solution.exact and min(solution.value, _weak_duality_bound(central, Phi, y, w)) <= near:
             solution, central, restart = _solve_master(master, Phi, y, w)
         history.append({"round": round_, "master": solution.value, "lower_estimate": best["estimate"],
                         "lower_proven": best["proven"], "columns": master.size, "added": new.shape[0],
@@ -432,10 +439,12 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         # 1e-9, in the last round (the final vertex needs one), and before pruning (which keeps the support of
         # an exact solution: the heaviest entries of an interior iterate may not interpolate).
         gap_tol = min(INEXACT_MASTER_MAX_GAP, (solution.value / target - 1.0) / 10.0) if target > 0 else 0.0
-        # An inexact master starts from the last inexact one's restart point, extended to the new columns.
+        # With warm_masters, an inexact master that follows an inexact one starts from its restart point,
+        # extended to the new columns (exact masters, and inexact ones after them, start cold).
         exact_now = not inexact_master or gap_tol <= 1e-9 or round_ == rounds - 1 or master.size > cap
         start = None if exact_now or restart is None else restart.with_columns(Phi_new, w_new)
-        solution, central, restart = _solve_master(master, Phi, y, w, None if exact_now else gap_tol, start)
+        solution, central, restart = _solve_master(master, Phi, y, w, None if exact_now else gap_tol, start,
+                                                   MASTER_RESTART_FACTOR if warm_masters else None)
         keep = _prune(master, solution, central, Phi, w, cap)
         if keep is not None:  # the support stays, so the vertex stays optimal and the central dual feasible
             # (only after an exact master, which leaves no restart point: master.size > cap makes it exact)
@@ -553,10 +562,10 @@ def _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project, max_atoms: 
         """(directions, weights, V) of the interpolator Gauss-Newton reaches from U, or None."""
         U = project(U) if project is not None else U.clone()
         for _ in range(steps):
-            residual, mu, J = _projected_residual(U, X, y, activation, jacobian=True)
+            residual, _, J = _projected_residual(U, X, y, activation, jacobian=True)
             if float(residual.abs().max()) <= 1e-11 * scale:
                 break
-            step = torch.linalg.lstsq(J, -residual[:, None], driver="gelsd").solution[:, 0].reshape(U.shape)
+            step = torch.linalg.lstsq(J, -residual[:, None], driver=lstsq_driver(J)).solution[:, 0].reshape(U.shape)
             U = U + step
             U = U / torch.linalg.vector_norm(U, dim=1, keepdim=True)
             if project is not None:
@@ -587,7 +596,7 @@ def _projected_residual(U, X, y, activation, jacobian: bool = False):
     unit = U / norms
     Z = X @ unit.T
     F = activation(Z)
-    mu = torch.linalg.lstsq(F, y[:, None], driver="gelsd" if F.device.type == "cpu" else None).solution[:, 0]
+    mu = torch.linalg.lstsq(F, y[:, None], driver=lstsq_driver(F)).solution[:, 0]
     residual = F @ mu - y
     if not jacobian:
         return residual, mu, None
@@ -700,7 +709,8 @@ def _slide(U, X, y, activation, project, steps: int = 20, angle: float = 0.1):
     return U.detach(), current
 
 
-def _solve_master(master, Phi, y, w, gap_tol: float | None = None, start: InteriorPointIterate | None = None):
+def _solve_master(master, Phi, y, w, gap_tol: float | None = None, start: InteriorPointIterate | None = None,
+                  restart_factor: float | None = None):
     """The restricted master (eq. ``eq-measure-program`` on the current columns): (MasterSolution, λ_c, restart).
 
     Mehrotra's interior point on the n × n normal equations gives the central dual λ_c, which pricing
@@ -713,12 +723,12 @@ def _solve_master(master, Phi, y, w, gap_tol: float | None = None, start: Interi
     are (``exact=False``; μ keeps its n heaviest entries, the approximate support): the inexact master of
     primal-dual column generation (Gondzio & Sarkissian 1996).  Pricing needs no more, since any λ gives a
     proven bound λᵀy / sup_u ratio_λ(u), and a well-centred λ short of the optimal face prices better.
-    Only then is ``restart`` not None: the interior point's first iterate within ``MASTER_RESTART_FACTOR``
-    of ``gap_tol``, the ``start`` of the next inexact master once extended to the next round's columns.
+    With ``restart_factor`` it also returns ``restart``, the interior point's first iterate within that
+    factor of ``gap_tol``: the ``start`` of the next inexact master once extended to its new columns.
     """
     if gap_tol is not None:
         central, mu, _, restart = _lp_interior_point(Phi, y, w, tol=gap_tol, start=start,
-                                                     restart_factor=MASTER_RESTART_FACTOR)
+                                                     restart_factor=restart_factor)
         value, dual_value = float(w @ mu.abs()), float(central @ y)
         # A quality check, in the interior point's own measures (relative to 1 + ‖y‖ and 1 + value): an
         # iterate it ended on after a failed factorisation or its iteration limit can be far off; the exact
@@ -769,7 +779,7 @@ def _support_refit(mu, Phi, y, w, lower, thresholds=(1e-6, 1e-8, 1e-10), rtol: f
     size = mu.abs() / float(mu.abs().max())
     for threshold in thresholds:
         S = size >= threshold
-        fit = torch.linalg.lstsq(Phi[:, S], y[:, None], driver="gelsd" if Phi.device.type == "cpu" else None)
+        fit = torch.linalg.lstsq(Phi[:, S], y[:, None], driver=lstsq_driver(Phi))
         refit = torch.zeros_like(mu)
         refit[S] = fit.solution[:, 0]
         if (float((Phi @ refit - y).abs().max()) <= 1e-10 * float(y.abs().max())
@@ -810,7 +820,7 @@ def _nudged_atoms(atom_dirs, atom_weights, X, y, activation, basis, project):
     if project is not None:
         moved = project(moved)
     F = activation(X @ moved.T)
-    refit = torch.linalg.lstsq(F, y[:, None], driver="gelsd").solution[:, 0]
+    refit = torch.linalg.lstsq(F, y[:, None], driver=lstsq_driver(F)).solution[:, 0]
     if float((F @ refit - y).abs().max()) <= 1e-9 * float(y.abs().max()):
         return moved, refit
     return atom_dirs, atom_weights

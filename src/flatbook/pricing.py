@@ -36,6 +36,7 @@ from collections.abc import Callable
 import torch
 
 from .activations import HomogeneousActivation, LeakyReLU, get_activation
+from .backend import lstsq_driver
 from .errors import FlatbookInputError
 from .flatness import orbit_minimum
 
@@ -397,7 +398,7 @@ def nudge_inactive(U: torch.Tensor, X: torch.Tensor, rel_tol: float = 1e-9,
             continue
         target = -rel_tol * size * norms[on] - X[on] @ U[j]
         A = X[on] if basis is None else X[on] @ basis
-        step = torch.linalg.lstsq(A, target[:, None], driver="gelsd").solution[:, 0]
+        step = torch.linalg.lstsq(A, target[:, None], driver=lstsq_driver(A)).solution[:, 0]
         out[j] = U[j] + (step if basis is None else basis @ step)
     return out
 
