@@ -27,9 +27,9 @@ import argparse
 import json
 from pathlib import Path
 
-from flatbook import flattest_interpolator, get_activation
+from flatbook import flattest_interpolator
 from flatbook.data import single_index
-from flatbook.flatness import unit_flatness_weights
+from flatbook.experiments.bad_interpolators import teacher_upsilon
 from flatbook.interpolators import random_directions
 from flatbook.search import direct_search
 
@@ -40,17 +40,13 @@ def point(name, n, d, seed=0, steps=20, **options):
     teacher = single_index(d, link=name, noise_std=0.0, seed=seed)
     X, y = teacher.sample(n, seed=seed + 1000)
     start = random_directions(2 * n, d, seed=seed + 1)
-    activation = get_activation(name)
-    # The teacher itself, split into m equal copies (chapter 3's teacher_upsilon): an interpolator of width m
-    # that neither solver is given (an oracle), so an upper bound on Υ*(m) to compare both with.
-    kappa_teacher = float(unit_flatness_weights(teacher.theta_star, X, activation)[0])
-    teacher_upsilon = (2 * n) ** (1.0 - activation.p) * kappa_teacher
     pipeline, t_pipeline = timed(lambda: direct_search(X, y, name, start, steps=steps))
     best, t_global = timed(lambda: flattest_interpolator(X, y, name, 2 * n, start_directions=start,
                                                                 **options))
     return {"activation": name, "n": n, "d": d, "m": 2 * n,
             "pipeline_s": t_pipeline, "global_s": t_global, "time_ratio": t_global / t_pipeline,
-            "pipeline_upsilon": pipeline.upsilon, "teacher_upsilon": teacher_upsilon,
+            # the teacher split into m copies: an interpolator neither solver is given (an oracle upper bound)
+            "pipeline_upsilon": pipeline.upsilon, "teacher_upsilon": teacher_upsilon(teacher, X, name, 2 * n),
             "global_upper": best.upper, "global_lower": best.lower,
             "global_lower_estimate": best.lower_estimate, "upsilon_ratio": best.upper / pipeline.upsilon,
             "proven_gap": best.upper / best.lower - 1, "estimated_gap": best.upper / best.lower_estimate - 1,

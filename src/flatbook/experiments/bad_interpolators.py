@@ -49,6 +49,7 @@ __all__ = [
     "certificate_ratios",
     "slopes",
     "bad_dimension",
+    "teacher_upsilon",
 ]
 
 #: the chapter that shows this experiment's figures
@@ -144,6 +145,13 @@ def _solver_options(config: Config, activation, d: int, rho: float | None) -> di
     return {"tol": config.heuristic_tol, "pricing_starts": config.heuristic_pricing_starts, "exact_pricing": False}
 
 
+def teacher_upsilon(teacher, X, activation, m: int) -> float:
+    """Υ of a single-index teacher's neuron split into m equal copies, m^{1−p} κ(θ*) (eq. ``eq-splitting``):
+    for noiseless labels an interpolator of width m, so an upper bound on Υ*(m)."""
+    activation = get_activation(activation)
+    return m ** (1.0 - activation.p) * float(unit_flatness_weights(teacher.theta_star, X, activation)[0])
+
+
 def _dataset(config: Config, name: str, d: int, n: int, seed: int):
     """One point's data and what every row of it records: (activation, teacher, X, y, m, fields).
 
@@ -154,7 +162,6 @@ def _dataset(config: Config, name: str, d: int, n: int, seed: int):
     teacher = single_index(d, link=name, seed=seed)
     X, y = teacher.sample(n, seed=seed + 1000)
     m = config.width_factor * n
-    teacher_upsilon = m ** (1.0 - activation.p) * float(unit_flatness_weights(teacher.theta_star, X, activation)[0])
     fields = {
         "activation": name,
         "c": activation.degree,
@@ -164,7 +171,7 @@ def _dataset(config: Config, name: str, d: int, n: int, seed: int):
         "m": m,
         "seed": seed,
         "n_over_d": n / d,
-        "teacher_upsilon": teacher_upsilon,
+        "teacher_upsilon": teacher_upsilon(teacher, X, activation, m),
     }
     return activation, teacher, X, y, m, fields
 
