@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from flatbook import TwoLayerNet, flattest_interpolator, flattest_outer_weights, get_activation, min_flatness
+from flatbook import (
+    TwoLayerNet,
+    flattest_interpolator,
+    flattest_outer_weights,
+    get_activation,
+    global_flattest,
+    min_flatness,
+)
 from flatbook.data import single_index, sum_of_single_index
 from flatbook.errors import FlatbookInputError, InfeasibleInterpolationError
 from flatbook.flatness import unit_flatness_weights
@@ -168,7 +175,7 @@ def test_inexact_master_is_accepted_at_every_scale_of_the_labels(scale):
     assert not _solve_master(master, Phi, yt, w, gap_tol=0.1)[0].exact
 
 
-def test_restarted_master_is_well_centred_and_reaches_the_enlarged_optimum():
+def test_restart_point_is_an_early_iterate_and_a_valid_start_for_the_enlarged_master():
     """The restart point of an inexact master is its first iterate within MASTER_RESTART_FACTOR of the gap
     tolerance, not its start.  Extended to the columns that pricing adds (dual ratio above 1 at its λ, so one
     slack of each is floored), it starts the next master: inexactly, the iterate passes the same quality
@@ -305,6 +312,65 @@ def test_merged_directions_group_near_copies_by_weight(even):
         torch.testing.assert_close(merged[0], e[2], rtol=0, atol=0)
         torch.testing.assert_close(merged[1], -e[0], rtol=0, atol=0)
         torch.testing.assert_close(merged[2], torch.nn.functional.normalize(e[0] + tilted, dim=0), rtol=0, atol=1e-14)
+
+
+def test_polished_atoms_below_the_inexact_masters_bound_skip_its_exact_solve(monkeypatch):
+    """Quadratic teacher (d = 30, n = 60), 3 rounds ending on an inexact master: the polished atoms' V lies
+    below that master's weak-duality bound, so they are returned without an exact solve after the loop;
+    and they are indeed at least as flat as the master's exact optimum over its final columns (cvxpy)."""
+    _, X, y = data(30, 60, "quadratic", noise=0.0)
+    masters = []
+
+    def recorded(master, Phi, y, w, gap_tol=None, *args, **kwargs):
+        masters.append((Phi, w, gap_tol))
+        return _solve_master(master, Phi, y, w, gap_tol, *args, **kwargs)
+
+    monkeypatch.setattr(global_flattest, "_solve_master", recorded)
+    result = flattest_interpolator(X, y, "quadratic", 120, rounds=3, slide_steps=0)
+    assert [gap_tol is None for _, _, gap_tol in masters] == [True, False, False, False], masters
+    assert not result.history[-1]["master_exact"]
+    Phi, w, _ = masters[-1]
+    exact_optimum = cvxpy_weighted_l1(Phi.numpy(), y.numpy(), w.numpy())
+    act = get_activation("quadratic")
+    value = float((unit_flatness_weights(result.atoms.directions, X, act) ** (1 / act.p)
+                   * result.atoms.weights.abs()).sum())
+    assert value <= exact_optimum * (1 + 1e-7), (value, exact_optimum)
+    torch.testing.assert_close(result.net(X), y, rtol=0, atol=1e-9)
+    assert result.upper == pytest.approx(min_flatness(result.net, X, y), rel=1e-12)
+
+
+def _merged_by_loop(atom_dirs, contribution, even, cosine=0.99):
+    """The grouping rule of _merged_directions, one Python comparison per atom and group (the reference)."""
+    sums, totals = [], []
+    for i in sorted(range(len(contribution)), key=lambda i: -float(contribution[i])):
+        u, weight = atom_dirs[i], float(contribution[i])
+        for g, total in enumerate(sums):
+            cosine_g = float(u @ total) / float(torch.linalg.vector_norm(total))
+            if (abs(cosine_g) if even else cosine_g) > cosine:
+                sums[g], totals[g] = total + math.copysign(weight, cosine_g) * u, totals[g] + weight
+                break
+        else:
+            sums.append(weight * u)
+            totals.append(weight)
+    merged = torch.stack([sums[g] for g in sorted(range(len(sums)), key=lambda g: -totals[g])])
+    return merged / torch.linalg.vector_norm(merged, dim=1, keepdim=True)
+
+
+@pytest.mark.parametrize("even", [False, True])
+def test_merged_directions_match_the_rule_atom_by_atom(even):
+    """300 atoms in 40 clusters of near-copies with random signs (so the even case merges across them) and
+    distinct random contributions: the batched grouping equals the rule applied atom by atom, group by group."""
+    gen = torch.Generator().manual_seed(3)
+    centres = torch.nn.functional.normalize(torch.randn(40, 12, generator=gen, dtype=torch.float64), dim=1)
+    members = centres[torch.randint(40, (300,), generator=gen)] + 0.05 * torch.randn(300, 12, generator=gen,
+                                                                                     dtype=torch.float64)
+    signs = torch.where(torch.rand(300, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
+    atoms = torch.nn.functional.normalize(signs[:, None] * members, dim=1)
+    contribution = torch.rand(300, generator=gen, dtype=torch.float64) + 0.01
+    merged = _merged_directions(atoms, contribution, even=even)
+    reference = _merged_by_loop(atoms, contribution, even=even)
+    assert 40 <= merged.shape[0] < 300
+    torch.testing.assert_close(merged, reference, rtol=0, atol=1e-12)
 
 
 def test_support_refit_is_rejected_unless_certified():
@@ -531,6 +597,8 @@ def test_clear_errors():
         flattest_interpolator(X, y, "relu", 10, teacher=2 * teacher.theta_star, max_alignment=0.5)
     with pytest.raises(FlatbookInputError, match="identically zero"):
         flattest_interpolator(X, 0 * y, "relu", 10)
+    with pytest.raises(FlatbookInputError, match="n_start must be a non-negative int"):
+        flattest_interpolator(X, y, "relu", 10, n_start=-1)
     with pytest.raises(InfeasibleInterpolationError, match="at most 6"):
         flattest_interpolator(*data(3, 10, "quadratic")[1:], "quadratic", 10)
 

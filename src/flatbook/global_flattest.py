@@ -287,6 +287,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     direction to ρ(u) = ‖Θ* u‖ ≤ ρ0: the flattest ρ0-bad interpolator.  ``start_directions``
     warm-start the master (they are projected into the admissible set); if there are exactly
     ``width`` of them, the result is never worse than :func:`~flatbook.flattest.flattest_outer_weights` on them.
+    ``n_start`` random admissible directions (default max(2n, 2d)) join them in the first master.
     Column generation runs at most ``rounds`` rounds and stops when the master's value is within
     ``tol`` (relative) of the best lower bound (proven where pricing is exact, estimated else).
     ``exact_pricing=False`` switches the arrangement enumeration off (for tests of the
@@ -320,6 +321,8 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         raise FlatbookInputError("y is identically zero; the flattest interpolator is the zero network.")
     if not (rounds >= 1 and tol > 0 and pricing_starts >= 1 and pricing_steps >= 0):
         raise FlatbookInputError("need rounds >= 1, tol > 0, pricing_starts >= 1 and pricing_steps >= 0.")
+    if n_start is not None and not (isinstance(n_start, int) and n_start >= 0):
+        raise FlatbookInputError(f"n_start must be a non-negative int (random directions), got {n_start!r}.")
     device = X.device
     project, basis, admissible = _admissible_set(d, teacher, max_alignment, device)
     r = basis.shape[1]
@@ -331,10 +334,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     cap = cap_factor * n + 500
     gen = torch.Generator().manual_seed(seed)
 
-    warm = [_nuclear_norm_directions(X, y, basis)] if activation.name == "quadratic" else []
-    U0 = torch.cat([*warm, _spectral_starts(y - y.mean(), X, basis, project),
-                    _random_admissible(n_start or max(2 * n, 2 * d), basis, project, gen, device)])
-    dictionary = None
+    dictionary = torch.zeros(0, d, dtype=X.dtype, device=device)
     if start_directions is not None:
         dictionary = as_tensor(start_directions, "start_directions", ndim=2, device=device)
         if dictionary.shape[1] != d:
@@ -342,7 +342,10 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         dictionary = dictionary / torch.linalg.vector_norm(dictionary, dim=1, keepdim=True)
         if project is not None:
             dictionary = project(dictionary)
-        U0 = torch.cat([dictionary, U0])
+    warm = [_nuclear_norm_directions(X, y, basis)] if activation.name == "quadratic" else []
+    U0 = torch.cat([dictionary, *warm, _spectral_starts(y - y.mean(), X, basis, project),
+                    _random_admissible(max(2 * n, 2 * d) if n_start is None else n_start, basis, project, gen,
+                                       device)])
     batch = U0
     Phi_batch, w_batch = _columns(batch, X, activation)
     master = WeightedL1Master(y.cpu().numpy())
@@ -436,12 +439,12 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         directions, Phi, w = torch.cat([directions, new]), torch.cat([Phi, Phi_new], 1), torch.cat([w, w_new])
         # Inexact masters while the column generation is far from converged: a tenth of its gap, at most
         # INEXACT_MASTER_MAX_GAP (Gondzio & Sarkissian's rule).  Exact ones once that is below the master's own
-        # 1e-9, in the last round (the final vertex needs one), and before pruning (which keeps the support of
-        # an exact solution: the heaviest entries of an interior iterate may not interpolate).
+        # 1e-9, and before pruning (which keeps the support of an exact solution: the heaviest entries of an
+        # interior iterate may not interpolate); after the last round only if the polish does not beat it.
         gap_tol = min(INEXACT_MASTER_MAX_GAP, (solution.value / target - 1.0) / 10.0) if target > 0 else 0.0
         # With warm_masters, an inexact master that follows an inexact one starts from its restart point,
         # extended to the new columns (exact masters, and inexact ones after them, start cold).
-        exact_now = not inexact_master or gap_tol <= 1e-9 or round_ == rounds - 1 or master.size > cap
+        exact_now = not inexact_master or gap_tol <= 1e-9 or master.size > cap
         start = None if exact_now or restart is None else restart.with_columns(Phi_new, w_new)
         solution, central, restart = _solve_master(master, Phi, y, w, None if exact_now else gap_tol, start,
                                                    MASTER_RESTART_FACTOR if warm_masters else None)
@@ -452,24 +455,32 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             directions, Phi, w = directions[keep], Phi[:, keep], w[keep]
             solution = dataclasses.replace(solution, mu=solution.mu[keep])
     bar.close()
-    # The last central dual is the master's over these columns (or over a superset, before pruning, which
-    # kept the support): the optimal vertex is read off it without solving again, unless it was inexact.
-    if not solution.exact:
-        solution, central, _ = _solve_master(master, Phi, y, w)
-    if not solution.basic:
-        solution = _master_vertex(master, Phi, y, w, central)
-    if not status.startswith("converged") and solution.value <= (1.0 + tol) * target:  # the columns added last
+    polished = None
+    if not solution.exact and not isinstance(activation, LeakyReLU):
+        # A few polished atoms below the weak-duality bound of the last (inexact) master are flatter than the
+        # master's exact optimum over its columns: then neither that optimum nor its vertex is needed.
+        polished = _fewer_atoms(*_support(solution, directions), X, y, activation, project,
+                                ceiling=_weak_duality_bound(central, Phi, y, w))
+    if polished is None:
+        # The last central dual is the master's over these columns (or over a superset, before pruning, which
+        # kept the support): the optimal vertex is read off it without solving again, unless it was inexact.
+        if not solution.exact:
+            solution, central, _ = _solve_master(master, Phi, y, w)
+        if not solution.basic:
+            solution = _master_vertex(master, Phi, y, w, central)
+        atom_dirs, atom_weights = _support(solution, directions)
+        value = solution.value
+        if isinstance(activation, LeakyReLU):
+            atom_dirs, atom_weights = _nudged_atoms(atom_dirs, atom_weights, X, y, activation, basis, project)
+        else:
+            polished = _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project)
+    if polished is not None:
+        atom_dirs, atom_weights, value = polished
+    if not status.startswith("converged") and value <= (1.0 + tol) * target:  # the columns added last
         status = "converged" + ("" if exact else " (heuristic pricing)")
-    mu = torch.as_tensor(solution.mu, dtype=X.dtype, device=device)
-    on = mu.abs() > 1e-12 * float(mu.abs().max())
-    atom_dirs, atom_weights = directions[on], mu[on]
-    if isinstance(activation, LeakyReLU):
-        atom_dirs, atom_weights = _nudged_atoms(atom_dirs, atom_weights, X, y, activation, basis, project)
-    else:
-        atom_dirs, atom_weights = _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project)
     result = _assemble(Atoms(atom_dirs, atom_weights), X, y, activation, width, max(best["proven"], 0.0),
                        max(best["estimate"], 0.0), tol, f"{status} over {admissible}", pricing, rounds_run, history)
-    if dictionary is not None and dictionary.shape[0] == width and width >= n:
+    if dictionary.shape[0] == width and width >= n:
         warm = flattest_outer_weights(dictionary, X, y, activation)
         if warm.flatness < result.upper:
             gap = (warm.flatness - result.lower) / warm.flatness
@@ -509,16 +520,21 @@ def _new_columns(found, values, directions, activation, X, max_new: int):
     For the quadratic σ(−z) = σ(z), so u and −u give the same column and count as one.
     """
     even = activation.name == "quadratic"
+    order = torch.argsort(values, descending=True)
+    candidates = found[order[values[order] > 1.0 + 1e-9]]
+    if candidates.shape[0] == 0:
+        return found[:0]
+    cosines = candidates @ directions.T  # against the master's columns (never empty), all candidates at once
+    held = (cosines.abs() if even else cosines).amax(dim=1)
     picked = []
-    for i in torch.argsort(values, descending=True).tolist():
-        if float(values[i]) <= 1.0 + 1e-9 or len(picked) >= max_new:
+    for u, nearest in zip(candidates, held.tolist(), strict=True):
+        if len(picked) >= max_new:
             break
-        u = found[i]
-        held = torch.cat([directions, *(u[None] for u in picked)]) if picked else directions
-        cosines = held @ u
-        if float((cosines.abs() if even else cosines).max()) > 1.0 - 1e-10:
-            continue
-        picked.append(u)
+        if picked:  # and against the candidates picked before it
+            cosine = torch.stack(picked) @ u
+            nearest = max(nearest, float((cosine.abs() if even else cosine).max()))
+        if nearest <= 1.0 - 1e-10:
+            picked.append(u)
     return torch.stack(picked) if picked else found[:0]
 
 
@@ -539,7 +555,15 @@ def _spectral_starts(lam, X, basis, project, count: int = 8):
     return project(U) if project is not None else U
 
 
-def _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project, max_atoms: int = 4, steps: int = 30):
+def _support(solution, directions):
+    """(directions, weights) of the master solution's atoms: its entries above 1e-12 of the largest."""
+    mu = torch.as_tensor(solution.mu, dtype=directions.dtype, device=directions.device)
+    on = mu.abs() > 1e-12 * float(mu.abs().max())
+    return directions[on], mu[on]
+
+
+def _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project, ceiling: float | None = None,
+                 max_atoms: int = 4, steps: int = 30):
     """Try to interpolate with only the k ≤ ``max_atoms`` heaviest atoms, their directions polished.
 
     Column generation ends with the heavy atoms slightly off their optimum, some of them split into
@@ -547,13 +571,13 @@ def _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project, max_atoms: 
     neuron when the atoms are split into copies.  For k = 1, 2, …: Gauss-Newton on k directions, the
     weights by least squares (variable projection), until the residual is below 1e-11 max|y|, started
     at the k heaviest atoms and at the k heaviest groups of near-copies merged (:func:`_merged_directions`).
-    Returns the flatter of the two k-atom interpolators at the first k where one has a V no larger than
-    the atoms' own V (to 1e-9), else the atoms unchanged.
+    Returns (directions, weights, V) of the flatter of the two k-atom interpolators at the first k where
+    one has a V no larger than ``ceiling`` (default: the atoms' own V) to 1e-9, else None.
     """
     p = activation.p
     kappa = unit_flatness_weights(atom_dirs, X, activation)
     contribution = kappa ** (1.0 / p) * atom_weights.abs()
-    value = float(contribution.sum())
+    value = float(contribution.sum()) if ceiling is None else ceiling
     merged = _merged_directions(atom_dirs, contribution, even=activation.name == "quadratic")
     heaviest = atom_dirs[torch.argsort(contribution, descending=True)]
     scale = float(y.abs().max())
@@ -581,9 +605,8 @@ def _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project, max_atoms: 
             starts.append(merged[:k])
         found = [f for f in map(polished, starts) if f is not None and f[2] <= value * (1.0 + 1e-9)]
         if found:
-            U, mu, _ = min(found, key=lambda f: f[2])
-            return U, mu
-    return atom_dirs, atom_weights
+            return min(found, key=lambda f: f[2])
+    return None
 
 
 def _projected_residual(U, X, y, activation, jacobian: bool = False):
@@ -613,20 +636,23 @@ def _projected_residual(U, X, y, activation, jacobian: bool = False):
 def _merged_directions(atom_dirs, contribution, even: bool, cosine: float = 0.99):
     """The atoms' directions merged into groups of near-copies (cosine above ``cosine``; for an even σ, where
     u and −u give one column, |cosine|), each the contribution-weighted mean of its members, unit norm,
-    heaviest group (by total contribution) first."""
-    sums, totals = [], []
+    heaviest group (by total contribution) first.  Atoms join, heaviest first, the first group formed whose
+    running sum they are near; one product against every group's sum per atom (O(K²d) flops, K torch calls)."""
+    count = atom_dirs.shape[0]
+    sums = atom_dirs.new_zeros(atom_dirs.shape)
+    norms, totals = contribution.new_zeros(count), contribution.new_zeros(count)
+    groups = 0
     for i in torch.argsort(contribution, descending=True).tolist():
-        u, weight = atom_dirs[i], float(contribution[i])
-        for g, total in enumerate(sums):
-            cosine_g = float(u @ total) / float(torch.linalg.vector_norm(total))
-            if (abs(cosine_g) if even else cosine_g) > cosine:
-                sums[g] = total + math.copysign(weight, cosine_g) * u
-                totals[g] += weight
-                break
-        else:
-            sums.append(weight * u)
-            totals.append(weight)
-    merged = torch.stack(sums)[torch.argsort(torch.tensor(totals), descending=True)]
+        u, weight = atom_dirs[i], contribution[i]
+        cosines = (sums[:groups] @ u) / norms[:groups]
+        near = torch.nonzero((cosines.abs() if even else cosines) > cosine)
+        g = int(near[0]) if near.shape[0] else groups
+        sign = torch.sign(cosines[g]) if g < groups else 1.0
+        sums[g] += sign * weight * u
+        totals[g] += weight
+        norms[g] = torch.linalg.vector_norm(sums[g])
+        groups += g == groups
+    merged = sums[:groups][torch.argsort(totals[:groups], descending=True)]
     return merged / torch.linalg.vector_norm(merged, dim=1, keepdim=True)
 
 

@@ -215,8 +215,9 @@ def _memorising_bad_upsilon(X, y, teacher) -> float:
     return math.nan if net is None else min_flatness(net, X, y)
 
 
-def _certificate_terms(X, y, activation, teacher, m: int, teacher_upsilon: float) -> dict:
-    """The centred-label certificate on ρ = 0: m^{1−p} V_cert^p ≤ Υ_bad (eq. ``eq-centred-certificate``)."""
+def _certificate_terms(X, y, activation, teacher, m: int, teacher_value: float) -> dict:
+    """The centred-label certificate on ρ = 0: m^{1−p} V_cert^p ≤ Υ_bad (eq. ``eq-centred-certificate``), and
+    its ratio to ``teacher_value``, the teacher's Υ at width m."""
     bound = measure_dual_bound(X, y, activation, y - y.mean(), teacher=teacher.theta_star, max_alignment=0.0)
     certificate_upsilon = m ** (1.0 - activation.p) * bound.value**activation.p
     return {
@@ -224,7 +225,7 @@ def _certificate_terms(X, y, activation, teacher, m: int, teacher_upsilon: float
         "certificate_sup": bound.sup,
         "certificate_dual_value": bound.dual_value,
         "certificate_pricing": bound.pricing,
-        "certificate_ratio": certificate_upsilon / teacher_upsilon,
+        "certificate_ratio": certificate_upsilon / teacher_value,
     }
 
 
