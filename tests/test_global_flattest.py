@@ -20,11 +20,13 @@ from flatbook.data import single_index, sum_of_single_index
 from flatbook.errors import FlatbookInputError, InfeasibleInterpolationError
 from flatbook.flatness import unit_flatness_weights
 from flatbook.global_flattest import (
+    _fewer_atoms,
     _master_vertex,
     _merged_directions,
     _slide,
     _solve_master,
     _support_refit,
+    _weak_duality_bound,
     rounding_excess_bound,
     split_into_copies,
 )
@@ -314,29 +316,61 @@ def test_merged_directions_group_near_copies_by_weight(even):
         torch.testing.assert_close(merged[2], torch.nn.functional.normalize(e[0] + tilted, dim=0), rtol=0, atol=1e-14)
 
 
+def _recording_masters(monkeypatch):
+    """Replace _solve_master by a wrapper that records (Φ, w, gap_tol, λ_c) of every master solved."""
+    masters = []
+
+    def recorded(master, Phi, y, w, gap_tol=None, *args, **kwargs):
+        solution, central, restart = _solve_master(master, Phi, y, w, gap_tol, *args, **kwargs)
+        masters.append((Phi, w, gap_tol, central))
+        return solution, central, restart
+
+    monkeypatch.setattr(global_flattest, "_solve_master", recorded)
+    return masters
+
+
 def test_polished_atoms_below_the_inexact_masters_bound_skip_its_exact_solve(monkeypatch):
     """Quadratic teacher (d = 30, n = 60), 3 rounds ending on an inexact master: the polished atoms' V lies
     below that master's weak-duality bound, so they are returned without an exact solve after the loop;
     and they are indeed at least as flat as the master's exact optimum over its final columns (cvxpy)."""
     _, X, y = data(30, 60, "quadratic", noise=0.0)
-    masters = []
-
-    def recorded(master, Phi, y, w, gap_tol=None, *args, **kwargs):
-        masters.append((Phi, w, gap_tol))
-        return _solve_master(master, Phi, y, w, gap_tol, *args, **kwargs)
-
-    monkeypatch.setattr(global_flattest, "_solve_master", recorded)
+    masters = _recording_masters(monkeypatch)
     result = flattest_interpolator(X, y, "quadratic", 120, rounds=3, slide_steps=0)
-    assert [gap_tol is None for _, _, gap_tol in masters] == [True, False, False, False], masters
+    assert [gap_tol is None for _, _, gap_tol, _ in masters] == [True, False, False, False], masters
     assert not result.history[-1]["master_exact"]
-    Phi, w, _ = masters[-1]
+    Phi, w, _, central = masters[-1]
+    bound = _weak_duality_bound(central, Phi, y, w)
     exact_optimum = cvxpy_weighted_l1(Phi.numpy(), y.numpy(), w.numpy())
+    assert bound <= exact_optimum * (1 + 1e-7)  # weak duality
     act = get_activation("quadratic")
     value = float((unit_flatness_weights(result.atoms.directions, X, act) ** (1 / act.p)
                    * result.atoms.weights.abs()).sum())
-    assert value <= exact_optimum * (1 + 1e-7), (value, exact_optimum)
+    assert value == pytest.approx(result.measure_value, rel=1e-12)
+    assert value <= bound * (1 + 1e-9), (value, bound)
     torch.testing.assert_close(result.net(X), y, rtol=0, atol=1e-9)
     assert result.upper == pytest.approx(min_flatness(result.net, X, y), rel=1e-12)
+
+
+def test_a_failed_polish_falls_back_to_the_exact_master(monkeypatch):
+    """When the polish of the inexact master's atoms is not below its bound, the master is solved exactly
+    after the loop and its optimal vertex (polished only against its own value) is returned: the atoms'
+    V is the exact optimum over the final columns (cvxpy), or below it."""
+    _, X, y = data(30, 60, "quadratic", noise=0.0)
+    masters = _recording_masters(monkeypatch)
+    ceilings = []
+
+    def no_shortcut(*args, ceiling=None, **kwargs):
+        ceilings.append(ceiling)
+        return None if ceiling is not None else _fewer_atoms(*args, **kwargs)
+
+    monkeypatch.setattr(global_flattest, "_fewer_atoms", no_shortcut)
+    result = flattest_interpolator(X, y, "quadratic", 120, rounds=3, slide_steps=0)
+    assert [gap_tol is None for _, _, gap_tol, _ in masters] == [True, False, False, False, True], masters
+    assert len(ceilings) == 2 and ceilings[0] is not None and ceilings[1] is None
+    Phi, w, _, _ = masters[-1]
+    exact_optimum = cvxpy_weighted_l1(Phi.numpy(), y.numpy(), w.numpy())
+    assert result.measure_value <= exact_optimum * (1 + 1e-7)
+    torch.testing.assert_close(result.net(X), y, rtol=0, atol=1e-9)
 
 
 def _merged_by_loop(atom_dirs, contribution, even, cosine=0.99):

@@ -93,7 +93,7 @@ class FlattestInterpolator:
     status: str               #: what happened, in words
     width: int                #: m
     p: float                  #: 2c/(c+1)
-    measure_value: float      #: V of the final master: Σ κ(u)^{1/p}|A_u| over the atoms (≥ V*)
+    measure_value: float      #: V of the atoms returned: Σ κ(u)^{1/p}|A_u| (≥ V*)
     measure_lower: float      #: proven lower bound on V*
     measure_lower_estimate: float  #: the lower bound on V* implied by the largest pricing ratio found
     pricing: str              #: how sup G_λ is bounded: "exact" (on the admissible set), "superset" (exact on
@@ -287,15 +287,18 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     direction to ρ(u) = ‖Θ* u‖ ≤ ρ0: the flattest ρ0-bad interpolator.  ``start_directions``
     warm-start the master (they are projected into the admissible set); if there are exactly
     ``width`` of them, the result is never worse than :func:`~flatbook.flattest.flattest_outer_weights` on them.
-    ``n_start`` random admissible directions (default max(2n, 2d)) join them in the first master.
+    ``n_start`` random admissible directions (default max(2n, 2d)) join them in the first master (with
+    ``n_start=0`` the start directions must interpolate on their own).
     Column generation runs at most ``rounds`` rounds and stops when the master's value is within
     ``tol`` (relative) of the best lower bound (proven where pricing is exact, estimated else).
     ``exact_pricing=False`` switches the arrangement enumeration off (for tests of the
     heuristic path); the lower bound then comes from the provable bounds of :mod:`flatbook.pricing`.
     ``inexact_master`` solves the restricted master during the rounds only to a tenth of the column
     generation's gap (at most ``INEXACT_MASTER_MAX_GAP``), exactly before declaring convergence, before
-    pruning, in the last round and when pricing finds nothing (``_solve_master``); ``False`` solves it
-    exactly every round.  ``warm_masters`` starts each inexact master that follows an inexact one from
+    pruning and when pricing finds nothing (``_solve_master``), and in the last round: for the ReLU family
+    in it, for the others after it unless a polish of its atoms to at most 4 (``_fewer_atoms``) is below
+    its weak-duality bound, so flatter than its exact optimum; ``False`` solves it exactly every round.
+    ``warm_masters`` starts each inexact master that follows an inexact one from
     an early iterate of it, extended to the new columns (Gondzio 1998; ``MASTER_RESTART_FACTOR``),
     instead of Mehrotra's cold start: about half the interior-point iterations at n ≥ 800, d = 100, but
     a different column generation path (bench/README.md, session 17); off by default until the book's
@@ -370,6 +373,8 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             Phi_batch, w_batch = _columns(batch, X, activation)
 
     pricer = _exact_pricer(X, activation, basis, pricing)
+    # Not the ReLU family (ReLU is a LeakyReLU): its atoms are nudged off the cell boundaries instead.
+    polishable = not isinstance(activation, LeakyReLU)
     best = {"estimate": -math.inf, "proven": -math.inf}
     history = []
     status = f"round limit ({rounds}) reached"
@@ -416,7 +421,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
                 new = torch.cat([new, _slide(basic, X, y, activation, project, steps=slide_steps)[0]])
         # An inexact master's value may lie on either side of the exact one, its dual's weak-duality bound
         # never above it: when either is near the target, solve exactly and test the exact value (so that
-        # convergence is only ever declared on an exact master).
+        # convergence is only ever declared on an exact master, or after the loop on polished atoms).
         near = (1.0 + tol) * target
         if not solution.exact and min(solution.value, _weak_duality_bound(central, Phi, y, w)) <= near:
             solution, central, restart = _solve_master(master, Phi, y, w)
@@ -444,7 +449,8 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         gap_tol = min(INEXACT_MASTER_MAX_GAP, (solution.value / target - 1.0) / 10.0) if target > 0 else 0.0
         # With warm_masters, an inexact master that follows an inexact one starts from its restart point,
         # extended to the new columns (exact masters, and inexact ones after them, start cold).
-        exact_now = not inexact_master or gap_tol <= 1e-9 or master.size > cap
+        exact_now = (not inexact_master or gap_tol <= 1e-9 or master.size > cap
+                     or (round_ == rounds - 1 and not polishable))
         start = None if exact_now or restart is None else restart.with_columns(Phi_new, w_new)
         solution, central, restart = _solve_master(master, Phi, y, w, None if exact_now else gap_tol, start,
                                                    MASTER_RESTART_FACTOR if warm_masters else None)
@@ -456,7 +462,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             solution = dataclasses.replace(solution, mu=solution.mu[keep])
     bar.close()
     polished = None
-    if not solution.exact and not isinstance(activation, LeakyReLU):
+    if not solution.exact and polishable:
         # A few polished atoms below the weak-duality bound of the last (inexact) master are flatter than the
         # master's exact optimum over its columns: then neither that optimum nor its vertex is needed.
         polished = _fewer_atoms(*_support(solution, directions), X, y, activation, project,
@@ -476,7 +482,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             polished = _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project)
     if polished is not None:
         atom_dirs, atom_weights, value = polished
-    if not status.startswith("converged") and value <= (1.0 + tol) * target:  # the columns added last
+    if not status.startswith("converged") and value <= (1.0 + tol) * target:  # the last columns, or the polish
         status = "converged" + ("" if exact else " (heuristic pricing)")
     result = _assemble(Atoms(atom_dirs, atom_weights), X, y, activation, width, max(best["proven"], 0.0),
                        max(best["estimate"], 0.0), tol, f"{status} over {admissible}", pricing, rounds_run, history)
@@ -522,19 +528,20 @@ def _new_columns(found, values, directions, activation, X, max_new: int):
     even = activation.name == "quadratic"
     order = torch.argsort(values, descending=True)
     candidates = found[order[values[order] > 1.0 + 1e-9]]
-    if candidates.shape[0] == 0:
-        return found[:0]
-    cosines = candidates @ directions.T  # against the master's columns (never empty), all candidates at once
-    held = (cosines.abs() if even else cosines).amax(dim=1)
     picked = []
-    for u, nearest in zip(candidates, held.tolist(), strict=True):
+    for block in torch.split(candidates, 256):  # (a block × the master's columns at a time)
+        cosines = block @ directions.T  # against the master's columns (never empty)
+        held = (cosines.abs() if even else cosines).amax(dim=1)
+        for u, nearest in zip(block, held.tolist(), strict=True):
+            if len(picked) >= max_new:
+                break
+            if picked:  # and against the candidates picked before it
+                cosine = torch.stack(picked) @ u
+                nearest = max(nearest, float((cosine.abs() if even else cosine).max()))
+            if nearest <= 1.0 - 1e-10:
+                picked.append(u)
         if len(picked) >= max_new:
             break
-        if picked:  # and against the candidates picked before it
-            cosine = torch.stack(picked) @ u
-            nearest = max(nearest, float((cosine.abs() if even else cosine).max()))
-        if nearest <= 1.0 - 1e-10:
-            picked.append(u)
     return torch.stack(picked) if picked else found[:0]
 
 
