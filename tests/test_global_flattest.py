@@ -483,6 +483,23 @@ def test_greedy_split_is_the_best_integer_allocation(p):
             assert value <= ideal * (1 + rounding_excess_bound(3, width, p)) * (1 + 1e-12)
 
 
+@pytest.mark.parametrize("p", [1.2, 4 / 3, 1.5, 2.0])
+def test_greedy_split_keeps_every_share_in_the_balance_band(p):
+    """eq-balance-band: with b_u = κ_u^{1/p}|A_u| spread over five orders of magnitude and V = Σ b_u, every
+    copy's share κ_j^{1/p}|ã_j| = b_u/m_u of the best integer split lies in [V/m, (3/2) V/(m − K)] (an even
+    split, m_u ≈ m/K, would break the upper end for the heaviest atoms)."""
+    gen = torch.Generator().manual_seed(2)
+    K = 40
+    b = 10.0 ** (5 * torch.rand(K, generator=gen, dtype=torch.float64) - 5)
+    kappa = torch.rand(K, generator=gen, dtype=torch.float64) + 0.2
+    weights = b / kappa ** (1 / p)
+    V = float(b.sum())
+    for width in (41, 60, 100, 400, 1600, 10_000, 100_000):
+        counts = torch.tensor(split_into_copies(weights, kappa, p, width), dtype=torch.float64)
+        shares = b / counts
+        assert V / width * (1 - 1e-12) <= float(shares.max()) <= 1.5 * V / (width - K) * (1 + 1e-12), width
+
+
 # --- exact references ---------------------------------------------------------------------------
 
 @pytest.mark.slow

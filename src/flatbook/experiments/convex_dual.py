@@ -27,7 +27,7 @@ import torch
 
 from .. import flattest_interpolator, flattest_outer_weights, get_activation
 from ..data import single_index
-from ..flatness import orbit_flatness, population_flatness_weight
+from ..flatness import flatness_weights, orbit_flatness, population_flatness_weight
 from ..flattest import other_interpolators
 from ..interpolators import random_directions
 from .runner import map_points
@@ -143,6 +143,13 @@ def _activation_point(config: Config, name: str, index: int) -> dict:
                 "global_certified": best.certified,
                 "global_pricing": best.pricing,
                 "global_max_effective_weight": float(best.net.effective_outer_weights().abs().max()),
+                # max_j κ_j^{1/p}|ã_j|: the split's per-copy share of V, within [V/m, (3/2)V/(m − K)]
+                "global_max_weighted_effective_weight": float(
+                    (
+                        flatness_weights(best.net.theta, X, activation) ** (1.0 / activation.p)
+                        * best.net.effective_outer_weights().abs()
+                    ).max()
+                ),
                 "global_atoms": best.atoms.directions.shape[0],
                 "global_measure_value": best.measure_value,
                 "global_vertex_upsilon": flattest.at_width(X, y, best.atoms.directions.shape[0]).upper,
