@@ -326,3 +326,22 @@ def test_exact_vertex_crossover_certifies_what_the_dual_alone_cannot(monkeypatch
     assert len(factorisations) >= 2  # one per basis: the start did not certify, a pivot was needed
     assert float((kappa * a.abs()).sum()) == pytest.approx(highs_l1_optimum(Phi, y, kappa), rel=1e-8)
     assert float((kappa * a.abs()).sum()) == pytest.approx(float(dual @ y), rel=1e-9)
+
+
+def test_p1_dual_is_feasible_in_the_callers_units():
+    """Chapter 5's ReLU point at ρ* = 0.95, seed 300 (n = 100, d = 20, m = 200, directions nearly aligned with
+    the teacher): the dual, feasible in the solver's scaled units, exceeded κ_j by up to 7e-12 once converted
+    back on one machine, and certification refused it.  The returned λ is feasible to 1e-12 in the caller's
+    units, and its bound certifies the weights."""
+    from flatbook.experiments.paper_experiments import CONFIGS, teacher_for
+    from flatbook.flattest import feature_matrix
+    from flatbook.interpolators import directions_with_alignment
+
+    config = CONFIGS["book"]
+    teacher = teacher_for("single-index, ReLU", config, 300)
+    X, y = teacher.sample(config.n, seed=1300)
+    directions = directions_with_alignment(teacher.theta_star, 200, 0.95, seed=316)
+    result = flattest_outer_weights(directions, X, y, "relu")
+    ratio = (feature_matrix(directions, X, "relu").T @ result.dual).abs() / result.kappa
+    assert float(ratio.max()) <= 1 + 1e-12
+    assert result.lower_bound == pytest.approx(result.flatness, rel=1e-8)

@@ -484,20 +484,30 @@ def test_greedy_split_is_the_best_integer_allocation(p):
 
 
 @pytest.mark.parametrize("p", [1.2, 4 / 3, 1.5, 2.0])
-def test_greedy_split_keeps_every_share_in_the_balance_band(p):
-    """eq-balance-band: with b_u = κ_u^{1/p}|A_u| spread over five orders of magnitude and V = Σ b_u, every
-    copy's share κ_j^{1/p}|ã_j| = b_u/m_u of the best integer split lies in [V/m, (3/2) V/(m − K)] (an even
-    split, m_u ≈ m/K, would break the upper end for the heaviest atoms)."""
+def test_greedy_split_keeps_the_largest_share_in_the_balance_band(p):
+    """eq-balance-band: with b_u = κ_u^{1/p}|A_u| spread over five orders of magnitude and V = Σ b_u, the
+    largest share κ_j^{1/p}|ã_j| = b_u/m_u of the best integer split lies in [V/m, (3/2) V/(m − K)]; the
+    even split (m_u ≈ m/K) breaks the upper end at these widths."""
     gen = torch.Generator().manual_seed(2)
     K = 40
     b = 10.0 ** (5 * torch.rand(K, generator=gen, dtype=torch.float64) - 5)
     kappa = torch.rand(K, generator=gen, dtype=torch.float64) + 0.2
     weights = b / kappa ** (1 / p)
     V = float(b.sum())
-    for width in (41, 60, 100, 400, 1600, 10_000, 100_000):
+    for width in (60, 100, 400, 1600, 10_000, 100_000):
         counts = torch.tensor(split_into_copies(weights, kappa, p, width), dtype=torch.float64)
-        shares = b / counts
-        assert V / width * (1 - 1e-12) <= float(shares.max()) <= 1.5 * V / (width - K) * (1 + 1e-12), width
+        assert V / width * (1 - 1e-12) <= float((b / counts).max()) <= 1.5 * V / (width - K) * (1 + 1e-12), width
+        even = torch.full((K,), float(width // K), dtype=torch.float64)
+        assert float((b / even).max()) > 1.5 * V / (width - K), width
+
+
+def test_single_copy_factor_of_the_balance_band_stays_below_three_halves():
+    """The single-copy factor ((p − 1)/(1 − 2^{1−p}))^{1/p} of eq-balance-band: 1.43 at p = 4/3, below 3/2 on a
+    grid of 1 < p ≤ 2 (it rises to 1/ln 2 ≈ 1.4427 as p → 1 and is √2 at p = 2)."""
+    p = np.linspace(1.0001, 2.0, 2000)
+    factor = ((p - 1) / (1 - 2.0 ** (1 - p))) ** (1 / p)
+    assert factor.max() < 1.5 and factor.max() <= 1 / math.log(2) + 1e-12
+    assert ((1 / 3) / (1 - 2 ** (-1 / 3))) ** 0.75 == pytest.approx(1.434, abs=1e-3)
 
 
 # --- exact references ---------------------------------------------------------------------------

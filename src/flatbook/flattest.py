@@ -637,6 +637,8 @@ def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "aut
     a_eff = torch.zeros(m, dtype=Phi.dtype, device=Phi.device)
     a_eff[active] = a_act * (s_y / s_phi)
     lam = lam * units
+    if p == 1.0:  # feasible in the scaled units; back in these, round-off can exceed κ_j by ~1e-11 (relative)
+        lam = lam / max(1.0, float(((Phi[:, active].T @ lam).abs() / kappa[active]).max()))
     flatness, lower_bound, residual, gap = certify(a_eff, lam, Phi, y, kappa, p, residual_tol, gap_tol, condition)
     a = a_eff / torch.linalg.vector_norm(theta, dim=1) ** activation.degree
     return FlattestResult(
