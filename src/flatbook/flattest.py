@@ -95,6 +95,11 @@ def feature_matrix(theta, X, activation) -> torch.Tensor:
     return get_activation(activation)(X @ (theta / norms[:, None]).T)
 
 
+def _into_dual_feasible(lam, Phi, kappa):
+    """λ / max(1, max_j |φ_jᵀλ| / κ_j): λ scaled into the p = 1 dual feasible set {|Φᵀλ| ≤ κ}."""
+    return lam / max(1.0, float(((Phi.T @ lam).abs() / kappa).max()))
+
+
 def dual_objective(lam, Phi, y, kappa, p) -> float:
     """g(λ) of eq. ``eq-dual``; for p = 1, λ must be dual feasible (|Φᵀλ| ≤ κ)."""
     v = Phi.T @ lam
@@ -347,7 +352,7 @@ def _basis_vertex(S, signs, Phi, y, kappa):
         lam_S = torch.linalg.solve(Phi[:, S].T, kappa[S] * signs)
     except RuntimeError:  # singular Φ_S: a degenerate vertex
         return None
-    lam_S = lam_S / max(1.0, float(((Phi.T @ lam_S).abs() / kappa).max()))
+    lam_S = _into_dual_feasible(lam_S, Phi, kappa)
     primal, dual = float((kappa[S] * a_S.abs()).sum()), float(lam_S @ y)
     if not (bool((a_S * signs >= 0).all()) and abs(primal - dual) <= 1e-9 * primal):
         return None
@@ -480,7 +485,7 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swap
             target = kappa[P] * signs[b > 0]
             lam = lam + torch.linalg.lstsq(Phi[:, P].T, (target - Phi[:, P].T @ lam)[:, None],
                                            driver=lstsq_driver(Phi)).solution[:, 0]
-            return a, lam / max(1.0, float(((Phi.T @ lam).abs() / kappa).max()))
+            return a, _into_dual_feasible(lam, Phi, kappa)
     if crossover:  # from the first basis tried above: the primal's heaviest columns, else the dual's tightest
         start, hint = (heaviest[:n], primal) if heaviest is not None else (tightest, v)
         return _l1_simplex(start, torch.sign(hint[start]), Phi, y, kappa, max_pivots=min(n, 100))
@@ -493,8 +498,7 @@ def _polish_l1(a, lam, Phi, y, kappa):
     if vertex is not None:
         return vertex
     a = a + Phi.T @ torch.linalg.solve(Phi @ Phi.T, y - Phi @ a)
-    violation = float(((Phi.T @ lam).abs() / kappa).max())
-    return a, lam / max(1.0, violation)
+    return a, _into_dual_feasible(lam, Phi, kappa)
 
 
 def _solve_cvxpy(Phi, y, kappa, p, solver, solver_options):
@@ -638,7 +642,7 @@ def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "aut
     a_eff[active] = a_act * (s_y / s_phi)
     lam = lam * units
     if p == 1.0:  # feasible in the scaled units; back in these, round-off can exceed κ_j by ~1e-11 (relative)
-        lam = lam / max(1.0, float(((Phi[:, active].T @ lam).abs() / kappa[active]).max()))
+        lam = _into_dual_feasible(lam, Phi[:, active], kappa[active])
     flatness, lower_bound, residual, gap = certify(a_eff, lam, Phi, y, kappa, p, residual_tol, gap_tol, condition)
     a = a_eff / torch.linalg.vector_norm(theta, dim=1) ** activation.degree
     return FlattestResult(

@@ -476,10 +476,10 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             solution = _master_vertex(master, Phi, y, w, central)
         atom_dirs, atom_weights = _support(solution, directions)
         value = solution.value
-        if isinstance(activation, LeakyReLU):
-            atom_dirs, atom_weights = _nudged_atoms(atom_dirs, atom_weights, X, y, activation, basis, project)
-        else:
+        if polishable:
             polished = _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project)
+        else:
+            atom_dirs, atom_weights = _nudged_atoms(atom_dirs, atom_weights, X, y, activation, basis, project)
     if polished is not None:
         atom_dirs, atom_weights, value = polished
     if not status.startswith("converged") and value <= (1.0 + tol) * target:  # the last columns, or the polish
