@@ -279,7 +279,8 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
                           max_alignment=None, start_directions=None, n_start: int | None = None,
                           rounds: int = 40, tol: float = 1e-3, pricing_starts: int = 64,
                           pricing_steps: int = 60, slide_steps: int = 20, exact_pricing: bool = True,
-                          inexact_master: bool = True, warm_masters: bool = False, seed: int = 0,
+                          inexact_master: bool = True, warm_masters: bool = False,
+                          stall_rounds: int | None = 5, seed: int = 0,
                           progress: bool = False) -> FlattestInterpolator:
     """The flattest width-``width`` interpolator of (X, y), every direction allowed, with proven bounds.
 
@@ -290,14 +291,19 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     ``n_start`` random admissible directions (default max(2n, 2d)) join them in the first master (with
     ``n_start=0`` the start directions must interpolate on their own).
     Column generation runs at most ``rounds`` rounds and stops when the master's value is within
-    ``tol`` (relative) of the best lower bound (proven where pricing is exact, estimated else).
+    ``tol`` (relative) of the best lower bound (proven where pricing is exact, estimated else), or, where
+    pricing is heuristic and ``stall_rounds`` is not None, when in the last ``stall_rounds`` rounds neither
+    the best master value so far fell nor that bound rose by more than ``tol`` (tailing-off, ``_stalled``).
+    Outside the ReLU family each round also polishes the master's atoms into at most 4 (``_fewer_atoms``)
+    and adds them to the master as columns when they are flatter than it: for the quadratic the polish
+    finds the teacher-like directions in one round that pricing approaches over dozens (bench/README.md,
+    session 19).
     ``exact_pricing=False`` switches the arrangement enumeration off (for tests of the
     heuristic path); the lower bound then comes from the provable bounds of :mod:`flatbook.pricing`.
     ``inexact_master`` solves the restricted master during the rounds only to a tenth of the column
     generation's gap (at most ``INEXACT_MASTER_MAX_GAP``), exactly before declaring convergence, before
-    pruning and when pricing finds nothing (``_solve_master``), and in the last round: for the ReLU family
-    in it, for the others after it unless a polish of its atoms to at most 4 (``_fewer_atoms``) is below
-    its weak-duality bound, so flatter than its exact optimum; ``False`` solves it exactly every round.
+    pruning and when pricing finds nothing (``_solve_master``), in the last round and after a stop on an
+    inexact one; ``False`` solves it exactly every round.
     ``warm_masters`` starts each inexact master that follows an inexact one from
     an early iterate of it, extended to the new columns (Gondzio 1998; ``MASTER_RESTART_FACTOR``),
     instead of Mehrotra's cold start: about half the interior-point iterations at n ≥ 800, d = 100, but
@@ -324,6 +330,9 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         raise FlatbookInputError("y is identically zero; the flattest interpolator is the zero network.")
     if not (rounds >= 1 and tol > 0 and pricing_starts >= 1 and pricing_steps >= 0):
         raise FlatbookInputError("need rounds >= 1, tol > 0, pricing_starts >= 1 and pricing_steps >= 0.")
+    if stall_rounds is not None and not (isinstance(stall_rounds, int) and stall_rounds >= 1):
+        raise FlatbookInputError(f"stall_rounds must be a positive int or None (no tailing-off stop), "
+                                 f"got {stall_rounds!r}.")
     if n_start is not None and not (isinstance(n_start, int) and n_start >= 0):
         raise FlatbookInputError(f"n_start must be a non-negative int (random directions), got {n_start!r}.")
     device = X.device
@@ -376,6 +385,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     # Not the ReLU family (ReLU is a LeakyReLU): its atoms are nudged off the cell boundaries instead.
     polishable = not isinstance(activation, LeakyReLU)
     best = {"estimate": -math.inf, "proven": -math.inf}
+    master_gap = 0.0  # the relative gap the current master was solved to (0: exactly)
     history = []
     status = f"round limit ({rounds}) reached"
 
@@ -414,6 +424,15 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             best["estimate"] = max(best["estimate"], value / sup_estimate)
             best["proven"] = max(best["proven"], value / sup_proven)
         target = best["proven"] if exact else best["estimate"]
+        if polishable:
+            # The master's atoms polished into at most 4 (``_fewer_atoms``) join it as columns when flatter
+            # than its value: its dual then prices at (nearly) the polished measure, and column generation
+            # need not rediscover those directions one cut at a time.
+            polished = _fewer_atoms(*_support(solution, directions), X, y, activation, project,
+                                    ceiling=solution.value)
+            if polished is not None:
+                found = torch.cat([polished[0], found])
+                values = torch.cat([values.new_full((polished[0].shape[0],), math.inf), values])
         new = _new_columns(found, values, directions, activation, X, max_new)
         if slide_steps > 0:
             basic = _basic_directions(directions, Phi, w, solution, n)
@@ -425,21 +444,28 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         near = (1.0 + tol) * target
         if not solution.exact and min(solution.value, _weak_duality_bound(central, Phi, y, w)) <= near:
             solution, central, restart = _solve_master(master, Phi, y, w)
+            master_gap = 0.0
         history.append({"round": round_, "master": solution.value, "lower_estimate": best["estimate"],
-                        "lower_proven": best["proven"], "columns": master.size, "added": new.shape[0],
-                        "master_exact": solution.exact})
+                        "lower_proven": best["proven"], "target": target, "columns": master.size, "added": new.shape[0],
+                        "master_exact": solution.exact, "master_gap": master_gap})
         bar.set_postfix(V=f"{solution.value:.6g}", lower=f"{target:.6g}")
         if solution.value <= (1.0 + tol) * target:
             status = "converged" + ("" if exact else " (heuristic pricing)")
+            break
+        if stall_rounds is not None and not exact and _stalled(history, stall_rounds, tol):
+            status = f"stalled (neither the master nor the lower bound moved by tol in {stall_rounds} rounds)"
             break
         if new.shape[0] == 0:
             if not lam_exact:  # an inexact λ can satisfy every cut while the master is not yet optimal
                 if not solution.exact:
                     solution, central, restart = _solve_master(master, Phi, y, w)
+                    master_gap = 0.0
                 continue
             status = "no improving direction found" + ("" if exact else " by the heuristic pricing")
             break
         Phi_new, w_new = _columns(new, X, activation)
+        live = w_new > 0  # a direction silent on every sample (possible for relu_power's polish): no column
+        new, Phi_new, w_new = new[live], Phi_new[:, live], w_new[live]
         master.add(Phi_new.cpu().numpy(), w_new.cpu().numpy())
         directions, Phi, w = torch.cat([directions, new]), torch.cat([Phi, Phi_new], 1), torch.cat([w, w_new])
         # Inexact masters while the column generation is far from converged: a tenth of its gap, at most
@@ -449,11 +475,11 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         gap_tol = min(INEXACT_MASTER_MAX_GAP, (solution.value / target - 1.0) / 10.0) if target > 0 else 0.0
         # With warm_masters, an inexact master that follows an inexact one starts from its restart point,
         # extended to the new columns (exact masters, and inexact ones after them, start cold).
-        exact_now = (not inexact_master or gap_tol <= 1e-9 or master.size > cap
-                     or (round_ == rounds - 1 and not polishable))
+        exact_now = not inexact_master or gap_tol <= 1e-9 or master.size > cap or round_ == rounds - 1
         start = None if exact_now or restart is None else restart.with_columns(Phi_new, w_new)
         solution, central, restart = _solve_master(master, Phi, y, w, None if exact_now else gap_tol, start,
                                                    MASTER_RESTART_FACTOR if warm_masters else None)
+        master_gap = 0.0 if solution.exact else gap_tol
         keep = _prune(master, solution, central, Phi, w, cap)
         if keep is not None:  # the support stays, so the vertex stays optimal and the central dual feasible
             # (only after an exact master, which leaves no restart point: master.size > cap makes it exact)
@@ -461,25 +487,18 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             directions, Phi, w = directions[keep], Phi[:, keep], w[keep]
             solution = dataclasses.replace(solution, mu=solution.mu[keep])
     bar.close()
-    polished = None
-    if not solution.exact and polishable:
-        # A few polished atoms below the weak-duality bound of the last (inexact) master are flatter than the
-        # master's exact optimum over its columns: then neither that optimum nor its vertex is needed.
-        polished = _fewer_atoms(*_support(solution, directions), X, y, activation, project,
-                                ceiling=_weak_duality_bound(central, Phi, y, w))
-    if polished is None:
-        # The last central dual is the master's over these columns (or over a superset, before pruning, which
-        # kept the support): the optimal vertex is read off it without solving again, unless it was inexact.
-        if not solution.exact:
-            solution, central, _ = _solve_master(master, Phi, y, w)
-        if not solution.basic:
-            solution = _master_vertex(master, Phi, y, w, central)
-        atom_dirs, atom_weights = _support(solution, directions)
-        value = solution.value
-        if polishable:
-            polished = _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project)
-        else:
-            atom_dirs, atom_weights = _nudged_atoms(atom_dirs, atom_weights, X, y, activation, basis, project)
+    # The last central dual is the master's over these columns (or over a superset, before pruning, which
+    # kept the support): the optimal vertex is read off it without solving again, unless it was inexact.
+    if not solution.exact:
+        solution, central, _ = _solve_master(master, Phi, y, w)
+    if not solution.basic:
+        solution = _master_vertex(master, Phi, y, w, central)
+    atom_dirs, atom_weights = _support(solution, directions)
+    value, polished = solution.value, None
+    if polishable:
+        polished = _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project)
+    else:
+        atom_dirs, atom_weights = _nudged_atoms(atom_dirs, atom_weights, X, y, activation, basis, project)
     if polished is not None:
         atom_dirs, atom_weights, value = polished
     if not status.startswith("converged") and value <= (1.0 + tol) * target:  # the last columns, or the polish
@@ -518,6 +537,19 @@ def _assemble(atoms, X, y, activation, width, measure_lower, measure_lower_estim
         certified=gap <= tol, gap=gap, atoms=atoms, status=status, width=width, p=p,
         measure_value=measure_value, measure_lower=measure_lower, measure_lower_estimate=measure_lower_estimate,
         pricing=pricing, rounds=rounds, history=history, activation=activation, tol=tol)
+
+
+def _stalled(history, stall_rounds: int, tol: float) -> bool:
+    """Tailing-off: in the last ``stall_rounds`` rounds of the history neither the best master value so far
+    fell nor the lower bound the rounds test against rose by more than ``tol`` (relative).  An inexact
+    master's value, solved to a relative gap g, scatters about the exact one, so it counts as value·(1 + g):
+    an early value below the exact optimum must not make later progress look like none."""
+    if len(history) <= stall_rounds:
+        return False
+    values = [row["master"] * (1.0 + row["master_gap"]) for row in history]
+    best_then, best_now = min(values[:-stall_rounds]), min(values)
+    bound_then, bound_now = history[-stall_rounds - 1]["target"], history[-1]["target"]
+    return best_now >= (1.0 - tol) * best_then and 0 < bound_then and bound_now <= (1.0 + tol) * bound_then
 
 
 def _new_columns(found, values, directions, activation, X, max_new: int):
