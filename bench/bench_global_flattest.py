@@ -17,8 +17,9 @@ paper configuration, seed 0) and the same m = 2n random directions (no teacher d
 otherwise).
 Printed per point: seconds of each, the time ratio global / pipeline, Υ of each and their ratio
 (≤ 1 means the global solver found an interpolator at least as flat), Υ of the teacher split into m
-copies (an interpolator neither solver is given: how far both are from Υ*(m) at least), and the gaps
-upper / lower − 1 (proven and estimated).  One process, two threads, same instances.
+copies (an interpolator neither solver is given: how far both are from Υ*(m) at least), the gaps
+upper / lower − 1 (proven and estimated), the rounds run and why they stopped (the status's first words).
+One process, two threads, same instances.
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ def main():
     ns = [100, 200] if args.quick else args.n
     print(header(f"d = {args.d}, m = 2n, noiseless single-index teacher, solver options {options or 'default'}"))
     print("| activation | n | pipeline s | global s | time ratio | Υ pipeline | Υ global | Υ ratio | Υ teacher "
-          "| proven gap | estimated gap |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| proven gap | estimated gap | rounds | stop |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for name in args.activations:
         for n in ns:
@@ -84,7 +85,8 @@ def main():
             print(f"| {name} | {n} | {row['pipeline_s']:.1f} | {row['global_s']:.1f} | {row['time_ratio']:.2f} "
                   f"| {row['pipeline_upsilon']:.4g} | {row['global_upper']:.4g} | {row['upsilon_ratio']:.3f} "
                   f"| {row['teacher_upsilon']:.4g} "
-                  f"| {row['proven_gap']:.3g} | {row['estimated_gap']:.3g} |", flush=True)
+                  f"| {row['proven_gap']:.3g} | {row['estimated_gap']:.3g} | {row['rounds']} "
+                  f"| {row['status'].split(' (')[0].split(' over ')[0]} |", flush=True)
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))
 
