@@ -367,7 +367,7 @@ def test_polished_atoms_join_the_master_and_the_rounds_stop_when_nothing_moves(m
     result = flattest_interpolator(X, y, "quadratic", 120, slide_steps=0)
     assert polished[0] is not None
     Phi, w = masters[1][:2]
-    injected, _ = global_flattest._columns(polished[0][0], X, get_activation("quadratic"))
+    _, injected, _ = global_flattest._columns(polished[0][0], X, get_activation("quadratic"))
     cosines = torch.nn.functional.normalize(injected.T, dim=1) @ torch.nn.functional.normalize(Phi.T, dim=1).T
     assert bool((cosines.amax(dim=1) > 1 - 1e-12).all())
     assert cvxpy_weighted_l1(Phi.numpy(), y.numpy(), w.numpy()) <= polished[0][2] * (1 + 1e-7)

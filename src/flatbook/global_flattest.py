@@ -264,8 +264,12 @@ def rounding_excess_bound(atoms: int, width: int, p: float) -> float:
 
 
 def _columns(U, X, activation):
-    """Feature columns σ(⟨u, x_i⟩) (n, K) and weights κ(u)^{1/p} (K,) of unit directions U."""
-    return activation(X @ U.T), unit_flatness_weights(U, X, activation) ** (1.0 / activation.p)
+    """(directions, Φ, w): the unit directions U that are active on some sample, their feature columns
+    σ(⟨u, x_i⟩) (n, K) and weights κ(u)^{1/p} (K,).  A direction silent on every sample has κ = 0: no column
+    (its zero weight would make the master's dual ratio |φᵀλ| / w undefined)."""
+    w = unit_flatness_weights(U, X, activation) ** (1.0 / activation.p)
+    live = w > 0
+    return U[live], activation(X @ U[live].T), w[live]
 
 
 def _build_net(atom_dirs, atom_weights, counts, activation):
@@ -358,15 +362,13 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     U0 = torch.cat([dictionary, *warm, _spectral_starts(y - y.mean(), X, basis, project),
                     _random_admissible(max(2 * n, 2 * d) if n_start is None else n_start, basis, project, gen,
                                        device)])
-    batch = U0
-    Phi_batch, w_batch = _columns(batch, X, activation)
+    batch, Phi_batch, w_batch = _columns(U0, X, activation)
     master = WeightedL1Master(y.cpu().numpy())
     directions, Phi, w = batch[:0], Phi_batch[:, :0], w_batch[:0]
     for attempt in range(5):  # a random dictionary too small to interpolate: double it, a few times
-        live = w_batch > 0  # silent on every sample: no column
-        master.add(Phi_batch[:, live].cpu().numpy(), w_batch[live].cpu().numpy())
-        directions = torch.cat([directions, batch[live]])
-        Phi, w = torch.cat([Phi, Phi_batch[:, live]], 1), torch.cat([w, w_batch[live]])
+        master.add(Phi_batch.cpu().numpy(), w_batch.cpu().numpy())
+        directions = torch.cat([directions, batch])
+        Phi, w = torch.cat([Phi, Phi_batch], 1), torch.cat([w, w_batch])
         try:
             solution, central, restart = _solve_master(master, Phi, y, w)
             break
@@ -378,14 +380,13 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
                     hint = (f" Quadratic features of directions in a {r}-dimensional space span at most "
                             f"{D} dimensions, so they interpolate at most {D} generic samples (n = {n}).")
                 raise InfeasibleInterpolationError(f"{exc}{hint}") from None
-            batch = _random_admissible(directions.shape[0], basis, project, gen, device)
-            Phi_batch, w_batch = _columns(batch, X, activation)
+            batch, Phi_batch, w_batch = _columns(_random_admissible(directions.shape[0], basis, project, gen,
+                                                                    device), X, activation)
 
     pricer = _exact_pricer(X, activation, basis, pricing)
     # Not the ReLU family (ReLU is a LeakyReLU): its atoms are nudged off the cell boundaries instead.
     polishable = not isinstance(activation, LeakyReLU)
     best = {"estimate": -math.inf, "proven": -math.inf}
-    master_gap = 0.0  # the relative gap the current master was solved to (0: exactly)
     history = []
     status = f"round limit ({rounds}) reached"
 
@@ -444,10 +445,9 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         near = (1.0 + tol) * target
         if not solution.exact and min(solution.value, _weak_duality_bound(central, Phi, y, w)) <= near:
             solution, central, restart = _solve_master(master, Phi, y, w)
-            master_gap = 0.0
         history.append({"round": round_, "master": solution.value, "lower_estimate": best["estimate"],
                         "lower_proven": best["proven"], "target": target, "columns": master.size, "added": new.shape[0],
-                        "master_exact": solution.exact, "master_gap": master_gap})
+                        "master_exact": solution.exact, "master_gap": solution.gap})
         bar.set_postfix(V=f"{solution.value:.6g}", lower=f"{target:.6g}")
         if solution.value <= (1.0 + tol) * target:
             status = "converged" + ("" if exact else " (heuristic pricing)")
@@ -459,13 +459,10 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             if not lam_exact:  # an inexact λ can satisfy every cut while the master is not yet optimal
                 if not solution.exact:
                     solution, central, restart = _solve_master(master, Phi, y, w)
-                    master_gap = 0.0
                 continue
             status = "no improving direction found" + ("" if exact else " by the heuristic pricing")
             break
-        Phi_new, w_new = _columns(new, X, activation)
-        live = w_new > 0  # a direction silent on every sample (possible for relu_power's polish): no column
-        new, Phi_new, w_new = new[live], Phi_new[:, live], w_new[live]
+        new, Phi_new, w_new = _columns(new, X, activation)  # (a polished relu_power atom can be silent)
         master.add(Phi_new.cpu().numpy(), w_new.cpu().numpy())
         directions, Phi, w = torch.cat([directions, new]), torch.cat([Phi, Phi_new], 1), torch.cat([w, w_new])
         # Inexact masters while the column generation is far from converged: a tenth of its gap, at most
@@ -479,7 +476,6 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         start = None if exact_now or restart is None else restart.with_columns(Phi_new, w_new)
         solution, central, restart = _solve_master(master, Phi, y, w, None if exact_now else gap_tol, start,
                                                    MASTER_RESTART_FACTOR if warm_masters else None)
-        master_gap = 0.0 if solution.exact else gap_tol
         keep = _prune(master, solution, central, Phi, w, cap)
         if keep is not None:  # the support stays, so the vertex stays optimal and the central dual feasible
             # (only after an exact master, which leaves no restart point: master.size > cap makes it exact)
@@ -804,7 +800,7 @@ def _solve_master(master, Phi, y, w, gap_tol: float | None = None, start: Interi
             heaviest = torch.argsort(mu.abs(), descending=True)[: Phi.shape[0]]
             support[heaviest] = mu[heaviest]
             return MasterSolution(mu=support.cpu().numpy(), dual=central.cpu().numpy(), value=value,
-                                  exact=False, basic=False), central, restart
+                                  exact=False, basic=False, gap=gap_tol), central, restart
     central, mu, _, _ = _lp_interior_point(Phi, y, w)
     if not (bool(torch.isfinite(central).all()) and bool(torch.isfinite(mu).all())):
         highs = master.solve()  # diagnoses columns that cannot interpolate

@@ -45,6 +45,7 @@ class MasterSolution:
     value: float         #: Σ_j w_j |μ_j| = λᵀy
     exact: bool = True   #: an optimal solution (True) or an approximate one (False)
     basic: bool = True   #: a vertex of the feasible set (False for approximate ones and face points)
+    gap: float = 0.0     #: the relative gap an approximate one was solved to (0 for an optimal one)
 
 
 @contextlib.contextmanager
