@@ -4,8 +4,9 @@
     python bench/bench_global_flattest.py --n 100 200 --quick
     python bench/bench_global_flattest.py --slide-steps 0 --rounds 100   # the solver's own options
 
-For each activation (ReLU, quadratic) and n, one noiseless single-index teacher in d = 100 (chapter 3's
-paper configuration, seed 0) and the same m = 2n random directions (no teacher direction: no oracle) go to
+For each activation (ReLU, leaky ReLU, quadratic), n and seed (0 unless ``--seeds`` says otherwise), one
+noiseless single-index teacher in d = 100 (chapter 3's paper configuration) and the same m = 2n random
+directions (no teacher direction: no oracle) go to
 
 - ``pipeline``: the flattest outer weights over those directions, then the direct search of
   :mod:`flatbook.search` (20 envelope-gradient steps, every iterate an exact interpolator): an upper
@@ -25,6 +26,7 @@ One process, two threads, same instances.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from pathlib import Path
 
@@ -44,7 +46,7 @@ def point(name, n, d, seed=0, steps=20, **options):
     pipeline, t_pipeline = timed(lambda: direct_search(X, y, name, start, steps=steps))
     best, t_global = timed(lambda: flattest_interpolator(X, y, name, 2 * n, start_directions=start,
                                                                 **options))
-    return {"activation": name, "n": n, "d": d, "m": 2 * n,
+    return {"activation": name, "n": n, "d": d, "m": 2 * n, "seed": seed,
             "pipeline_s": t_pipeline, "global_s": t_global, "time_ratio": t_global / t_pipeline,
             # the teacher split into m copies: an interpolator neither solver is given (an oracle upper bound)
             "pipeline_upsilon": pipeline.upsilon, "teacher_upsilon": teacher_upsilon(teacher, X, name, 2 * n),
@@ -58,7 +60,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[100, 200, 400, 800, 1600])
     parser.add_argument("--d", type=int, default=100)
-    parser.add_argument("--activations", nargs="+", default=["relu", "quadratic"])
+    parser.add_argument("--activations", nargs="+", default=["relu", "leaky_relu", "quadratic"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="teacher, sample and start seeds")
     parser.add_argument("--quick", action="store_true", help="n = 100, 200 only")
     parser.add_argument("--rounds", type=int, help="column generation rounds (the solver's default if not given)")
     parser.add_argument("--slide-steps", type=int, help="steps of the atoms' slide per round (default: the solver's)")
@@ -68,21 +71,24 @@ def main():
     args = parser.parse_args()
     if any(n < 2 for n in args.n) or args.d < 2:
         parser.error("n and d must be at least 2")
+    if any(seed < 0 for seed in args.seeds):
+        parser.error("seeds must be non-negative")
     if (args.rounds is not None and args.rounds < 1) or (args.slide_steps is not None and args.slide_steps < 0):
         parser.error("--rounds must be at least 1 and --slide-steps at least 0")
     options = {key: value for key, value in (("rounds", args.rounds), ("slide_steps", args.slide_steps),
                                              ("warm_masters", args.warm_masters or None)) if value is not None}
     ns = [100, 200] if args.quick else args.n
     print(header(f"d = {args.d}, m = 2n, noiseless single-index teacher, solver options {options or 'default'}"))
-    print("| activation | n | pipeline s | global s | time ratio | Υ pipeline | Υ global | Υ ratio | Υ teacher "
+    print("| activation | n | seed | pipeline s | global s | time ratio | Υ pipeline | Υ global | Υ ratio | Υ teacher "
           "| proven gap | estimated gap | rounds | stop |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for name in args.activations:
-        for n in ns:
-            row = point(name, n, args.d, **options)
+        for n, seed in itertools.product(ns, args.seeds):
+            row = point(name, n, args.d, seed, **options)
             rows.append(row)
-            print(f"| {name} | {n} | {row['pipeline_s']:.1f} | {row['global_s']:.1f} | {row['time_ratio']:.2f} "
+            print(f"| {name} | {n} | {seed} | {row['pipeline_s']:.1f} | {row['global_s']:.1f} "
+                  f"| {row['time_ratio']:.2f} "
                   f"| {row['pipeline_upsilon']:.4g} | {row['global_upper']:.4g} | {row['upsilon_ratio']:.3f} "
                   f"| {row['teacher_upsilon']:.4g} "
                   f"| {row['proven_gap']:.3g} | {row['estimated_gap']:.3g} | {row['rounds']} "

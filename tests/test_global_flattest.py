@@ -383,6 +383,32 @@ def test_polished_atoms_join_the_master_and_the_rounds_stop_when_nothing_moves(m
     assert unstopped.rounds == result.rounds + 3 or unstopped.status.startswith("converged"), unstopped.status
 
 
+@pytest.mark.parametrize("name", ["relu", "leaky_relu"])
+def test_the_relu_family_is_polished_above_three_dimensions_and_finds_its_teacher(name, monkeypatch):
+    """Noiseless single-index ReLU-family teacher in d = 12 (pricing by bounds): the polish reaches the
+    teacher's direction, so the network is the teacher split into m copies, Υ = m^{1-p} κ(θ*) to rounding,
+    with one direction at cosine 1 to θ*; the slide is skipped in rounds where the polish reached an
+    interpolator at least as flat as the master (here every round).  In d = 3 the ReLU family is not
+    polished, with exact pricing or without, and the slide runs."""
+    teacher, X, y = data(12, 60, name, noise=0.0)
+    slides = []
+    monkeypatch.setattr(global_flattest, "_slide", lambda *args, **kwargs: slides.append(1) or _slide(*args, **kwargs))
+    result = flattest_interpolator(X, y, name, 120)
+    assert result.pricing == "bound" and not slides
+    assert result.upper == pytest.approx(teacher_upsilon(teacher, X, name, 120), rel=1e-9)
+    assert result.atoms.directions.shape[0] == 1
+    assert float(result.atoms.directions[0] @ teacher.theta_star[0]) == pytest.approx(1.0, abs=1e-9)
+    assert result.lower <= result.lower_estimate <= result.upper
+    torch.testing.assert_close(result.net(X), y, rtol=0, atol=1e-9)
+    calls = []
+    monkeypatch.setattr(global_flattest, "_fewer_atoms", lambda *args, **kwargs: calls.append(1) or None)
+    _, X3, y3 = data(3, 12, name, noise=0.0)
+    for exact_pricing in (True, False):
+        low = flattest_interpolator(X3, y3, name, 24, rounds=3, exact_pricing=exact_pricing)
+        assert low.pricing == ("exact" if exact_pricing else "bound")
+    assert not calls and slides
+
+
 def test_tailing_off_needs_both_the_master_and_the_bound_to_stand_still():
     """``_stalled`` over the last stall_rounds rows: the best master value so far (inexact ones at
     value·(1 + gap)) fell by at most tol and the bound rose by at most tol; a short history, a move of
@@ -694,6 +720,8 @@ def test_clear_errors():
         flattest_interpolator(X, y, "relu", 10, n_start=-1)
     with pytest.raises(FlatbookInputError, match="stall_rounds must be a positive int or None"):
         flattest_interpolator(X, y, "relu", 10, stall_rounds=0)
+    with pytest.raises(FlatbookInputError, match="slide_steps must be a non-negative int"):
+        flattest_interpolator(X, y, "relu", 10, slide_steps=-1)
     with pytest.raises(InfeasibleInterpolationError, match="at most 6"):
         flattest_interpolator(*data(3, 10, "quadratic")[1:], "quadratic", 10)
 

@@ -298,10 +298,12 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     ``tol`` (relative) of the best lower bound (proven where pricing is exact, estimated else), or, where
     pricing is heuristic and ``stall_rounds`` is not None, when in the last ``stall_rounds`` rounds neither
     the best master value so far fell nor that bound rose by more than ``tol`` (tailing-off, ``_stalled``).
-    Outside the ReLU family each round also polishes the master's atoms into at most 4 (``_fewer_atoms``)
-    and adds them to the master as columns when they are flatter than it: for the quadratic the polish
-    finds the teacher-like directions in one round that pricing approaches over dozens (bench/README.md,
-    session 19).
+    Each round also polishes the master's atoms into at most 4 (``_fewer_atoms``) and adds them to the
+    master as columns when they interpolate and are at least as flat as it (the ReLU family only where its
+    admissible directions span more than 3 dimensions: below, its optima sit at the kinks of σ).  For the
+    quadratic and the ReLU family with single-index teachers the polish finds the teacher's direction
+    in a few rounds, which pricing approached over dozens or, for the ReLU family in d = 100, did not
+    reach in 60 (bench/README.md, sessions 19 and 20).
     ``exact_pricing=False`` switches the arrangement enumeration off (for tests of the
     heuristic path); the lower bound then comes from the provable bounds of :mod:`flatbook.pricing`.
     ``inexact_master`` solves the restricted master during the rounds only to a tenth of the column
@@ -316,8 +318,10 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     ``slide_steps`` is the number of descent steps of the master's n basic directions on V per round
     (``_slide``, the local step of sliding Frank-Wolfe), whose results join the master; each step costs
     an n × n solve and the master grows by n columns a round.  Per round it makes the result flatter,
-    per second it does not at large n with heuristic pricing: there ``slide_steps=0`` with more
-    ``rounds`` is flatter in less time (n ≥ 800, d = 100; ``bench/README.md``).
+    per second it does not at large n with heuristic pricing (n ≥ 800, d = 100; ``bench/README.md``).  It
+    is skipped in rounds where the polish reached at most 4 atoms that interpolate at least as flat as the
+    master (whether or not they are new columns): those atoms already are the sparse measure that
+    sliding the master's n basic directions moves towards.
     ``progress`` shows a tqdm bar over the rounds.
 
     The result's ``lower`` is a proven lower bound on Υ of every admissible interpolator of this
@@ -334,6 +338,8 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         raise FlatbookInputError("y is identically zero; the flattest interpolator is the zero network.")
     if not (rounds >= 1 and tol > 0 and pricing_starts >= 1 and pricing_steps >= 0):
         raise FlatbookInputError("need rounds >= 1, tol > 0, pricing_starts >= 1 and pricing_steps >= 0.")
+    if not (isinstance(slide_steps, int) and slide_steps >= 0):
+        raise FlatbookInputError(f"slide_steps must be a non-negative int (0: no slide), got {slide_steps!r}.")
     if stall_rounds is not None and not (isinstance(stall_rounds, int) and stall_rounds >= 1):
         raise FlatbookInputError(f"stall_rounds must be a positive int or None (no tailing-off stop), "
                                  f"got {stall_rounds!r}.")
@@ -384,8 +390,12 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
                                                                     device), X, activation)
 
     pricer = _exact_pricer(X, activation, basis, pricing)
-    # Not the ReLU family (ReLU is a LeakyReLU): its atoms are nudged off the cell boundaries instead.
-    polishable = not isinstance(activation, LeakyReLU)
+    # The ReLU family (ReLU is a LeakyReLU) is polished only where its arrangement could not be enumerated
+    # (admissible directions spanning more than 3 dimensions), whatever the pricing chosen: in low dimension
+    # its optima sit at the kinks of σ (cell boundaries), where Gauss-Newton's steps are no guide.  Its atoms
+    # are nudged off the boundaries at the end.
+    relu_family = isinstance(activation, LeakyReLU)
+    polishable = not (relu_family and exact_pricing_available(activation, r))
     best = {"estimate": -math.inf, "proven": -math.inf}
     history = []
     status = f"round limit ({rounds}) reached"
@@ -425,6 +435,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             best["estimate"] = max(best["estimate"], value / sup_estimate)
             best["proven"] = max(best["proven"], value / sup_proven)
         target = best["proven"] if exact else best["estimate"]
+        polished = None
         if polishable:
             # The master's atoms polished into at most 4 (``_fewer_atoms``) join it as columns when flatter
             # than its value: its dual then prices at (nearly) the polished measure, and column generation
@@ -435,7 +446,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
                 found = torch.cat([polished[0], found])
                 values = torch.cat([values.new_full((polished[0].shape[0],), math.inf), values])
         new = _new_columns(found, values, directions, activation, X, max_new)
-        if slide_steps > 0:
+        if slide_steps > 0 and polished is None:
             basic = _basic_directions(directions, Phi, w, solution, n)
             if basic is not None:
                 new = torch.cat([new, _slide(basic, X, y, activation, project, steps=slide_steps)[0]])
@@ -493,14 +504,17 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     value, polished = solution.value, None
     if polishable:
         polished = _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project)
-    else:
-        atom_dirs, atom_weights = _nudged_atoms(atom_dirs, atom_weights, X, y, activation, basis, project)
     if polished is not None:
         atom_dirs, atom_weights, value = polished
+    if relu_family:
+        atom_dirs, atom_weights = _nudged_atoms(atom_dirs, atom_weights, X, y, activation, basis, project)
     if not status.startswith("converged") and value <= (1.0 + tol) * target:  # the last columns, or the polish
         status = "converged" + ("" if exact else " (heuristic pricing)")
+    # V* ≤ value (the atoms interpolate): an estimate above it, possible when heuristic pricing missed the
+    # maximiser and the final polish went below, is lowered to it.
+    estimate = min(max(best["estimate"], 0.0), value)
     result = _assemble(Atoms(atom_dirs, atom_weights), X, y, activation, width, max(best["proven"], 0.0),
-                       max(best["estimate"], 0.0), tol, f"{status} over {admissible}", pricing, rounds_run, history)
+                       estimate, tol, f"{status} over {admissible}", pricing, rounds_run, history)
     if dictionary.shape[0] == width and width >= n:
         warm = flattest_outer_weights(dictionary, X, y, activation)
         if warm.flatness < result.upper:
