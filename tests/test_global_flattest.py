@@ -704,6 +704,20 @@ def test_bad_set_at_rho0_zero_in_three_dimensions_is_priced_exactly():
 
 # --- errors ------------------------------------------------------------------------------------
 
+def test_counts_may_be_numpy_integers_but_not_bools_or_floats():
+    _, X, y = data(3, 10, "relu")
+    by_numpy = flattest_interpolator(X, y, "relu", np.int64(20), n_start=np.int32(20), slide_steps=np.int64(20),
+                                     stall_rounds=np.int64(5), rounds=3)
+    by_int = flattest_interpolator(X, y, "relu", 20, n_start=20, rounds=3)
+    assert type(by_numpy.width) is int and by_numpy.upper == by_int.upper
+    assert type(by_numpy.at_width(X, y, np.int64(40)).width) is int
+    for bad in (True, 20.0):
+        with pytest.raises(FlatbookInputError, match="width must be a positive int"):
+            flattest_interpolator(X, y, "relu", bad)
+        with pytest.raises(FlatbookInputError, match="width must be a positive int"):
+            by_int.at_width(X, y, bad)
+
+
 def test_clear_errors():
     teacher, X, y = data(3, 10, "relu")
     with pytest.raises(FlatbookInputError, match="width"):
