@@ -9,6 +9,7 @@ a message that names the argument.
 
 from __future__ import annotations
 
+import numbers
 import os
 
 import numpy as np
@@ -16,7 +17,8 @@ import torch
 
 from .errors import FlatbookInputError
 
-__all__ = ["DTYPE", "default_device", "as_tensor", "check_data", "check_binary_labels", "row_chunks", "lstsq_driver"]
+__all__ = ["DTYPE", "default_device", "as_tensor", "check_data", "check_binary_labels", "is_count", "row_chunks",
+           "lstsq_driver"]
 
 #: every tensor of the package is float64
 DTYPE = torch.float64
@@ -93,6 +95,11 @@ def check_binary_labels(y: torch.Tensor, why: str) -> None:
         raise FlatbookInputError(
             f"{why} needs labels in {{-1, +1}}; got values such as {sorted(set(y.unique().tolist()))[:5]}. "
             "Map the classes to ±1 first.")
+
+
+def is_count(value, minimum: int) -> bool:
+    """An integer of at least ``minimum``: a Python or NumPy integer, not a bool or a float."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= minimum
 
 
 def lstsq_driver(A: torch.Tensor) -> str | None:

@@ -38,7 +38,6 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-import numbers
 import warnings
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -47,7 +46,7 @@ import numpy as np
 import torch
 
 from .activations import HomogeneousActivation, LeakyReLU, get_activation
-from .backend import as_tensor, check_data, lstsq_driver
+from .backend import as_tensor, check_data, is_count, lstsq_driver
 from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverError
 from .flatness import min_flatness, unit_flatness_weights
 from .flattest import InteriorPointIterate, _exact_vertex, _lp_interior_point, flattest_outer_weights
@@ -108,7 +107,7 @@ class FlattestInterpolator:
     def at_width(self, X, y, width: int) -> FlattestInterpolator:
         """The same measure split for another width: no new solve, the bounds rescale as m^{1−p}."""
         X, y = check_data(X, y)
-        if not _is_count(width, 1):
+        if not is_count(width, 1):
             raise FlatbookInputError(f"width must be a positive int, got {width!r}.")
         width = int(width)
         status = self.status.split("; width")[0]
@@ -157,11 +156,6 @@ def _admissible_set(d: int, teacher, max_alignment, device):
     if rho0 == 0.0:
         return project, complement, "directions orthogonal to the teacher (ρ = 0)"
     return project, torch.eye(d, dtype=theta_star.dtype, device=device), f"directions with ρ ≤ {rho0:g}"
-
-
-def _is_count(value, minimum: int) -> bool:
-    """An integer of at least ``minimum``: a Python or NumPy integer, not a bool or a float."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= minimum
 
 
 def _proper_subspace(basis):
@@ -339,18 +333,18 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     activation = get_activation(activation)
     X, y = check_data(X, y)
     n, d = X.shape
-    if not _is_count(width, 1):
+    if not is_count(width, 1):
         raise FlatbookInputError(f"width must be a positive int (the number of neurons m), got {width!r}.")
     if float(y.abs().max()) == 0.0:
         raise FlatbookInputError("y is identically zero; the flattest interpolator is the zero network.")
     if not (rounds >= 1 and tol > 0 and pricing_starts >= 1 and pricing_steps >= 0):
         raise FlatbookInputError("need rounds >= 1, tol > 0, pricing_starts >= 1 and pricing_steps >= 0.")
-    if not _is_count(slide_steps, 0):
+    if not is_count(slide_steps, 0):
         raise FlatbookInputError(f"slide_steps must be a non-negative int (0: no slide), got {slide_steps!r}.")
-    if stall_rounds is not None and not _is_count(stall_rounds, 1):
+    if stall_rounds is not None and not is_count(stall_rounds, 1):
         raise FlatbookInputError(f"stall_rounds must be a positive int or None (no tailing-off stop), "
                                  f"got {stall_rounds!r}.")
-    if n_start is not None and not _is_count(n_start, 0):
+    if n_start is not None and not is_count(n_start, 0):
         raise FlatbookInputError(f"n_start must be a non-negative int (random directions), got {n_start!r}.")
     width, slide_steps = int(width), int(slide_steps)
     stall_rounds = None if stall_rounds is None else int(stall_rounds)
