@@ -52,8 +52,13 @@ def main():
     parser.add_argument("--d", type=int, default=64, help="input dimension (quadratic needs n <= d(d+1)/2)")
     parser.add_argument("--limit", type=float, default=600.0, help="time limit per cvxpy solve, seconds")
     parser.add_argument("--solvers", nargs="+", default=["CLARABEL", "SCS", "HIGHS"])
-    parser.add_argument("--activations", nargs="+", default=["quadratic", "relu"], choices=["quadratic", "relu"],
-                        help="quadratic: p = 4/3; relu: p = 1")
+    parser.add_argument(
+        "--activations",
+        nargs="+",
+        default=["quadratic", "relu"],
+        choices=["quadratic", "relu"],
+        help="quadratic: p = 4/3; relu: p = 1",
+    )
     parser.add_argument("--quick", action="store_true", help="n = 250 only, 60 s limit")
     args = parser.parse_args()
     if args.quick:
@@ -71,8 +76,11 @@ def main():
                 scale = float(y.abs().max())
                 (a, lam, status), t_newton = fastest(_solve_newton, Phi, y, kappa, p, 1e-8, budget=REPEAT_BUDGET)
                 optimum = float(orbit_flatness(a, kappa, p))
-                print(f"| {p:.3g} | {n} | {m} | newton | {t_newton:.2f} | 1 | 0 | "
-                      f"{float((Phi @ a - y).abs().max()) / scale:.1e} | {status} |", flush=True)
+                print(
+                    f"| {p:.3g} | {n} | {m} | newton | {t_newton:.2f} | 1 | 0 | "
+                    f"{float((Phi @ a - y).abs().max()) / scale:.1e} | {status} |",
+                    flush=True,
+                )
                 for solver in args.solvers:
                     if solver == "HIGHS" and p != 1.0:
                         continue
@@ -80,12 +88,18 @@ def main():
                     try:
                         (a_s, _, st), t = fastest(_solve_cvxpy, Phi, y, kappa, p, solver, options, budget=REPEAT_BUDGET)
                         objective = float(orbit_flatness(a_s, kappa, p))
-                        print(f"| {p:.3g} | {n} | {m} | {solver} | {t:.2f} | {t / t_newton:.1f} | "
-                              f"{abs(objective - optimum) / optimum:.1e} | "
-                              f"{float((Phi @ a_s - y).abs().max()) / scale:.1e} | {st} |", flush=True)
+                        print(
+                            f"| {p:.3g} | {n} | {m} | {solver} | {t:.2f} | {t / t_newton:.1f} | "
+                            f"{abs(objective - optimum) / optimum:.1e} | "
+                            f"{float((Phi @ a_s - y).abs().max()) / scale:.1e} | {st} |",
+                            flush=True,
+                        )
                     except Exception as exc:  # noqa: BLE001 - a failed or timed-out back end is a result
-                        print(f"| {p:.3g} | {n} | {m} | {solver} | > {args.limit:g} | - | - | - | "
-                              f"{type(exc).__name__}: {str(exc)[:60]} |", flush=True)
+                        print(
+                            f"| {p:.3g} | {n} | {m} | {solver} | > {args.limit:g} | - | - | - | "
+                            f"{type(exc).__name__}: {str(exc)[:60]} |",
+                            flush=True,
+                        )
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ def problem(n, m, d, activation, seed=0):
 
 
 def batches(X, y, batch):
-    return [(X[i:i + batch], y[i:i + batch]) for i in range(0, X.shape[0], batch)]
+    return [(X[i : i + batch], y[i : i + batch]) for i in range(0, X.shape[0], batch)]
 
 
 def hutchinson_probes(net, X, y, probes, batch, seed=0):
@@ -76,8 +76,9 @@ def hutchinson_probes(net, X, y, probes, batch, seed=0):
     if PyHessian is not None:
         loader = [(xb, yb) for xb, yb in batches(X, y, batch)]
         criterion = torch.nn.MSELoss(reduction="sum")  # PyHessian averages over batches; we rescale below
-        engine = PyHessian(model, lambda out, target: criterion(out, target) * len(loader) / n,
-                           dataloader=loader, cuda=X.is_cuda)
+        engine = PyHessian(
+            model, lambda out, target: criterion(out, target) * len(loader) / n, dataloader=loader, cuda=X.is_cuda
+        )
         torch.manual_seed(seed)
         return [float(v) for v in engine.trace(maxIter=probes, tol=0.0)]
     gen = torch.Generator(device=X.device).manual_seed(seed)
@@ -112,10 +113,11 @@ def best_time(fn, repeats=15):
 def floor_time(net, X):
     """The floor of any exact trace: one GEMM X·Θᵀ and one elementwise pass (σ, summed per neuron), at its
     best row-block size."""
+
     def one_pass(rows):
         out = torch.zeros(net.width, dtype=X.dtype, device=X.device)
         for start in range(0, X.shape[0], rows):
-            out += net.activation(X[start:start + rows] @ net.theta.T).sum(dim=0)
+            out += net.activation(X[start : start + rows] @ net.theta.T).sum(dim=0)
         return out
 
     return min(best_time(lambda rows=rows: one_pass(rows)) for rows in (64, 128, 256, 512, X.shape[0]))
@@ -145,8 +147,11 @@ def main():
         print(header(f"activation {activation!r}"))
         floor_table(activation, [(2000, 8000, 50), (5000, 5000, 50)])
         return
-    sizes = [(1000, 2000, 20), (2000, 4000, 50)] if args.quick else \
-        [(1000, 2000, 20), (5000, 5000, 50), (10000, 10000, 100), (20000, 20000, 100)]
+    sizes = (
+        [(1000, 2000, 20), (2000, 4000, 50)]
+        if args.quick
+        else [(1000, 2000, 20), (5000, 5000, 50), (10000, 10000, 100), (20000, 20000, 100)]
+    )
     print(header(f"activation {activation!r}"))
     peer = "pyhessian package" if PyHessian else f"own estimator (pyhessian: {PYHESSIAN_ERROR})"
     print(f"# Hutchinson peer: {peer}")
@@ -155,12 +160,16 @@ def main():
     hessian_trace(*small)  # warm-up
     exact, t_exact = timed(hessian_trace, *small)
     auto, t_auto = timed(autograd_exact, *small)
-    print(f"\n## exact peers, n=200 m=100 d=10: closed form {t_exact * 1e3:.2f} ms, torch.func.hessian "
-          f"{t_auto * 1e3:.0f} ms (ratio {t_auto / t_exact:.0f}x), "
-          f"relative difference {abs(exact - auto) / abs(auto):.1e}")
+    print(
+        f"\n## exact peers, n=200 m=100 d=10: closed form {t_exact * 1e3:.2f} ms, torch.func.hessian "
+        f"{t_auto * 1e3:.0f} ms (ratio {t_auto / t_exact:.0f}x), "
+        f"relative difference {abs(exact - auto) / abs(auto):.1e}"
+    )
 
-    print("\n| n | m | d | closed form (s) | Hutchinson probes for 1 % | Hutchinson (s) | ratio | "
-          "Hutchinson rel. error | pilot mean vs exact |")
+    print(
+        "\n| n | m | d | closed form (s) | Hutchinson probes for 1 % | Hutchinson (s) | ratio | "
+        "Hutchinson rel. error | pilot mean vs exact |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for n, m, d in sizes:
         net, X, y = problem(n, m, d, activation)
@@ -178,8 +187,11 @@ def main():
         else:
             t_hutch, note = needed * per_probe, " (extrapolated)"
             error = f"{math.sqrt(var / needed) / exact:.1e} (s.e.)"
-        print(f"| {n} | {m} | {d} | {t_exact:.3f} | {needed} | {t_hutch:.1f}{note} | {t_hutch / t_exact:.0f}x | "
-              f"{error} | {abs(mean - exact) / exact:.1e} |", flush=True)
+        print(
+            f"| {n} | {m} | {d} | {t_exact:.3f} | {needed} | {t_hutch:.1f}{note} | {t_hutch / t_exact:.0f}x | "
+            f"{error} | {abs(mean - exact) / exact:.1e} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -34,5 +34,7 @@ def fastest(fn, *args, repeats: int = 5, budget: float = math.inf):
 
 def header(extra: str = "") -> str:
     """Machine, threads, torch version and device, as a comment line for the output."""
-    return (f"# {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
-            f"torch {torch.__version__}, device {default_device()}" + (f", {extra}" if extra else ""))
+    return (
+        f"# {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
+        f"torch {torch.__version__}, device {default_device()}" + (f", {extra}" if extra else "")
+    )

@@ -54,8 +54,9 @@ def main() -> None:
         if args.execute:
             from nbclient import NotebookClient
 
-            NotebookClient(notebook, timeout=args.timeout, kernel_name="python3",
-                           resources={"metadata": {"path": str(ROOT)}}).execute()
+            NotebookClient(
+                notebook, timeout=args.timeout, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+            ).execute()
         jupytext.write(notebook, target)
         print(f"{path.relative_to(ROOT)} -> {target}{' (executed)' if args.execute else ''}")
 

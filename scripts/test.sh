@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Set up .venv, then check the code and run the whole test suite: lint (ruff check), format
-# (ruff format --check, for the files pyproject.toml does not exclude yet), types of the core
-# modules (mypy, files listed in pyproject.toml), then the package tests, every chapter as a
-# notebook under nbval, and the checks of the built HTML, in headless Chromium too (the book is
+# (ruff format --check, every file), types of the core modules (mypy, files listed in pyproject.toml),
+# then the package tests, every chapter as a notebook under nbval, and the checks of the built HTML, in headless Chromium too (the book is
 # built first if _build/html is missing or older than its sources; screenshots of every page go
 # to _build/screenshots/), with branch coverage and a floor on the core modules.  Extra arguments go to
 # pytest (e.g. -m "not slow and not book" for the fast tier, under a minute).

@@ -60,9 +60,14 @@ SOURCE_SUFFIXES = {".py", ".md", ".bib", ".yml", ".js", ".css"}
 def newest_source_mtime() -> float:
     """Newest change to what the book is built from (not caches, bytecode or install metadata)."""
     sources = [ROOT / "_config.yml", ROOT / "_toc.yml"]
-    sources += [p for folder in ("book", "src") for p in (ROOT / folder).rglob("*")
-                if p.is_file() and p.suffix in SOURCE_SUFFIXES
-                and not any(part == "__pycache__" or part.endswith(".egg-info") for part in p.parts)]
+    sources += [
+        p
+        for folder in ("book", "src")
+        for p in (ROOT / folder).rglob("*")
+        if p.is_file()
+        and p.suffix in SOURCE_SUFFIXES
+        and not any(part == "__pycache__" or part.endswith(".egg-info") for part in p.parts)
+    ]
     return max(p.stat().st_mtime for p in sources)
 
 
@@ -72,8 +77,9 @@ def html_dir() -> Path:
     index = HTML / "index.html"
     if not index.exists() or index.stat().st_mtime < newest_source_mtime():
         jupyter_book = Path(sys.executable).parent / "jupyter-book"
-        subprocess.run([str(jupyter_book), "build", str(ROOT), "--all", "-W", "-n", "--keep-going"],
-                       check=True, cwd=ROOT)
+        subprocess.run(
+            [str(jupyter_book), "build", str(ROOT), "--all", "-W", "-n", "--keep-going"], check=True, cwd=ROOT
+        )
     return HTML
 
 

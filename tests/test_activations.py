@@ -24,13 +24,16 @@ def test_names_and_degrees():
 @given(scale=st.floats(1e-3, 1e3), seed=st.integers(0, 2**16))
 def test_positive_homogeneity(scale, seed):
     z = torch.randn(50, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    for name, params in [("relu", {}), ("leaky_relu", {"negative_slope": 0.3}),
-                         ("quadratic", {}), ("relu_power", {"c": 1.7})]:
+    for name, params in [
+        ("relu", {}),
+        ("leaky_relu", {"negative_slope": 0.3}),
+        ("quadratic", {}),
+        ("relu_power", {"c": 1.7}),
+    ]:
         act = get_activation(name, **params)
         c = act.degree
         torch.testing.assert_close(act(scale * z), scale**c * act(z), rtol=1e-12, atol=0)
-        torch.testing.assert_close(act.derivative(scale * z), scale ** (c - 1) * act.derivative(z),
-                                   rtol=1e-12, atol=0)
+        torch.testing.assert_close(act.derivative(scale * z), scale ** (c - 1) * act.derivative(z), rtol=1e-12, atol=0)
 
 
 def test_derivatives_match_autograd(activation):
@@ -80,8 +83,10 @@ def test_equality_and_repr():
     assert repr(get_activation("relu_power", c=3)) == "get_activation('relu_power', c=3.0)"
 
 
-@pytest.mark.parametrize("activation", ["relu", "quadratic", get_activation("leaky_relu", negative_slope=0.1),
-                                        get_activation("relu_power", c=1.5)])
+@pytest.mark.parametrize(
+    "activation",
+    ["relu", "quadratic", get_activation("leaky_relu", negative_slope=0.1), get_activation("relu_power", c=1.5)],
+)
 def test_derivative_squared_is_the_square_of_the_derivative(activation):
     """The trace's fast path (a 0/1 mask for the ReLU) is σ'(z)², zero included."""
     activation = get_activation(activation)
@@ -91,13 +96,23 @@ def test_derivative_squared_is_the_square_of_the_derivative(activation):
 
 def _trace_sums_by_definition(activation, z, weights, a, y):
     residuals = activation(z) @ a - y
-    return (activation(z).square().sum(dim=0),
-            (weights[:, None] * activation.derivative(z).square()).sum(dim=0),
-            ((residuals * weights)[:, None] * activation.second_derivative(z)).sum(dim=0))
+    return (
+        activation(z).square().sum(dim=0),
+        (weights[:, None] * activation.derivative(z).square()).sum(dim=0),
+        ((residuals * weights)[:, None] * activation.second_derivative(z)).sum(dim=0),
+    )
 
 
-@pytest.mark.parametrize("activation", ["relu", "quadratic", get_activation("leaky_relu", negative_slope=0.1),
-                                        get_activation("relu_power", c=1.5), get_activation("relu_power", c=3.0)])
+@pytest.mark.parametrize(
+    "activation",
+    [
+        "relu",
+        "quadratic",
+        get_activation("leaky_relu", negative_slope=0.1),
+        get_activation("relu_power", c=1.5),
+        get_activation("relu_power", c=3.0),
+    ],
+)
 @pytest.mark.parametrize("with_residuals", [False, True])
 def test_trace_sums_are_the_trace_sums(activation, with_residuals):
     """The per-neuron sums of the trace, Σ_i σ(z_ij)², Σ_i w_i σ'(z_ij)² and Σ_i r_i w_i σ''(z_ij), from their

@@ -24,8 +24,13 @@ def test_page_was_built(html_dir, page):
 @pytest.mark.parametrize("page", toc_pages())
 def test_page_has_no_execution_errors(html_dir, page):
     text = (html_dir / f"{page}.html").read_text()
-    for marker in ("Traceback (most recent call last)", "CellExecutionError", "output traceback",
-                   "Error</span>:", "Figure size"):
+    for marker in (
+        "Traceback (most recent call last)",
+        "CellExecutionError",
+        "output traceback",
+        "Error</span>:",
+        "Figure size",
+    ):
         assert marker not in text, f"{page}.html contains {marker!r}"
 
 
@@ -100,11 +105,21 @@ def test_internal_links_resolve(html_dir):
 
 #: (anchor on the notation page, regex that finds the symbol in a formula's TeX)
 SYMBOLS = [
-    ("sym-teacher", r"\\Theta\^\\star|f\^\\star"), ("sym-weights", r"\\theta_j"), ("sym-activation", r"\\sigma"),
-    ("sym-alpha", r"\\alpha_j"), ("sym-effective", r"\\tilde a"), ("sym-rho", r"\\rho"),
-    ("sym-loss", r"F_S|F\^\\star"), ("sym-trace", r"\\operatorname\{Tr\}"), ("sym-upsilon", r"\\Upsilon"),
-    ("sym-kappa", r"\\kappa"), ("sym-dual", r"\\Phi"), ("sym-potential", r"R\^\*|\\nabla R"),
-    ("sym-horizon", r"\\phi_\\alpha"), ("sym-balance", r"B_j"), ("sym-margin", r"\\gamma_"),
+    ("sym-teacher", r"\\Theta\^\\star|f\^\\star"),
+    ("sym-weights", r"\\theta_j"),
+    ("sym-activation", r"\\sigma"),
+    ("sym-alpha", r"\\alpha_j"),
+    ("sym-effective", r"\\tilde a"),
+    ("sym-rho", r"\\rho"),
+    ("sym-loss", r"F_S|F\^\\star"),
+    ("sym-trace", r"\\operatorname\{Tr\}"),
+    ("sym-upsilon", r"\\Upsilon"),
+    ("sym-kappa", r"\\kappa"),
+    ("sym-dual", r"\\Phi"),
+    ("sym-potential", r"R\^\*|\\nabla R"),
+    ("sym-horizon", r"\\phi_\\alpha"),
+    ("sym-balance", r"B_j"),
+    ("sym-margin", r"\\gamma_"),
     ("sym-measure", r"V\^\\star|G_\\lambda"),
 ]
 

@@ -32,8 +32,15 @@ SCREENSHOTS = ROOT / "_build" / "screenshots"
 VIEWPORTS = {"desktop": {"width": 1280, "height": 900}, "mobile": {"width": 390, "height": 844}}
 #: Chromium must not phone home: this machine's network is closed (and a book must not need it).
 #: Playwright adds --headless and a fresh, empty profile directory itself.
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 PAGES = toc_pages()
 
 
@@ -56,8 +63,10 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def browser():
     if not CHROMIUM.exists():
-        message = (f"no Chromium at {CHROMIUM}: run `bash scripts/install_browser.sh` (Debian's chromium) "
-                   "or set FLATBOOK_CHROMIUM to a Chromium binary")
+        message = (
+            f"no Chromium at {CHROMIUM}: run `bash scripts/install_browser.sh` (Debian's chromium) "
+            "or set FLATBOOK_CHROMIUM to a Chromium binary"
+        )
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
@@ -71,16 +80,21 @@ def browser():
 
 def open_page(browser, site, path, viewport):
     """Open ``path`` (e.g. "book/intro.html") at ``viewport``; return (tab, JS errors, requests to other hosts)."""
-    context = browser.new_context(viewport=VIEWPORTS[viewport], is_mobile=viewport == "mobile",
-                                  has_touch=viewport == "mobile")
+    context = browser.new_context(
+        viewport=VIEWPORTS[viewport], is_mobile=viewport == "mobile", has_touch=viewport == "mobile"
+    )
     tab = context.new_page()
     errors, remote = [], []
     tab.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
     tab.on("console", lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None)
-    tab.on("response", lambda response: errors.append(f"HTTP {response.status}: {response.url}")
-           if response.status >= 400 else None)
-    tab.on("request", lambda req: remote.append(req.url)
-           if not req.url.startswith((site, "data:", "blob:", "about:")) else None)
+    tab.on(
+        "response",
+        lambda response: errors.append(f"HTTP {response.status}: {response.url}") if response.status >= 400 else None,
+    )
+    tab.on(
+        "request",
+        lambda req: remote.append(req.url) if not req.url.startswith((site, "data:", "blob:", "about:")) else None,
+    )
     tab.goto(f"{site}/{path}", wait_until="load")
     # MathJax 3 typesets asynchronously; startup.promise resolves when the page is done.
     tab.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise.then(() => true) : true")

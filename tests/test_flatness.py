@@ -65,8 +65,9 @@ def test_min_flatness_equals_a_numerical_minimisation(activation):
     def trace_of_log_alpha(log_alpha):
         return hessian_trace(net.rescale(torch.exp(torch.as_tensor(log_alpha))), X, y)
 
-    numerical = minimize(trace_of_log_alpha, np.zeros(net.width), method="BFGS",
-                         options={"gtol": 1e-10, "maxiter": 2000}).fun
+    numerical = minimize(
+        trace_of_log_alpha, np.zeros(net.width), method="BFGS", options={"gtol": 1e-10, "maxiter": 2000}
+    ).fun
     assert min_flatness(net, X, y) == pytest.approx(numerical, rel=1e-6)
     assert min_flatness(net, X, y) <= numerical * (1 + 1e-12)
 

@@ -66,8 +66,9 @@ def test_fast_solver_agrees_with_clarabel(name, noise_std):
     # Noiseless labels with the teacher among the directions make the p = 1 optimum degenerate.
     model = sum_of_single_index(d=12, k=2, link="relu", noise_std=noise_std, seed=5)
     X, y = model.sample(60, seed=6)
-    theta = torch.cat([model.theta_star, torch.randn(150, 12, generator=torch.Generator().manual_seed(7),
-                                                     dtype=torch.float64)])
+    theta = torch.cat(
+        [model.theta_star, torch.randn(150, 12, generator=torch.Generator().manual_seed(7), dtype=torch.float64)]
+    )
     fast = flattest_outer_weights(theta, X, y, name, solver="newton")
     reference = flattest_outer_weights(theta, X, y, name, solver="CLARABEL")
     assert fast.solver == "newton"
@@ -147,15 +148,18 @@ def test_newton_falls_back_to_clarabel(monkeypatch):
     import flatbook.flattest as flattest
 
     theta, X, y = problem()
-    monkeypatch.setattr(flattest, "_lp_interior_point",
-                        lambda Phi, y, kappa, vertex=None: (torch.zeros_like(y),
-                                                            torch.zeros(Phi.shape[1], dtype=y.dtype), None, None))
+    monkeypatch.setattr(
+        flattest,
+        "_lp_interior_point",
+        lambda Phi, y, kappa, vertex=None: (torch.zeros_like(y), torch.zeros(Phi.shape[1], dtype=y.dtype), None, None),
+    )
     monkeypatch.setattr(flattest, "_l1_simplex", lambda *args, **kwargs: None)  # nor do simplex pivots certify
     with pytest.warns(SolverFallbackWarning, match="Clarabel"):
         result = flattest_outer_weights(theta, X, y, "relu", solver="newton")
     assert result.solver == "CLARABEL"
-    assert result.status == ("optimal (Clarabel after Newton: the interior-point dual did not identify an optimal "
-                             "vertex)")
+    assert result.status == (
+        "optimal (Clarabel after Newton: the interior-point dual did not identify an optimal vertex)"
+    )
     assert abs(result.duality_gap) <= 1e-6
 
 
@@ -175,8 +179,9 @@ def test_dual_bound_holds_for_every_interpolator_with_the_same_directions(activa
     gen = torch.Generator().manual_seed(0)
     scale = result.effective_a.abs().max()
     for _ in range(50):
-        a_eff = result.effective_a + null_space @ (scale * torch.randn(null_space.shape[1], generator=gen,
-                                                                       dtype=torch.float64))
+        a_eff = result.effective_a + null_space @ (
+            scale * torch.randn(null_space.shape[1], generator=gen, dtype=torch.float64)
+        )
         other = TwoLayerNet(a_eff / theta.norm(dim=1) ** activation.degree, theta, activation)
         assert (other(X) - y).abs().max() < 1e-8
         upsilon = min_flatness(other, X, y)
@@ -258,8 +263,9 @@ def test_weighted_gram_is_the_full_product(n, columns, blocks, weighted):
 def highs_l1_optimum(Phi, y, kappa):
     """min Σ κ_j |ã_j| s.t. Φ ã = y by HiGHS's simplex on the split LP (ã = ã⁺ − ã⁻): an independent value."""
     Phi, y, kappa = Phi.numpy(), y.numpy(), kappa.numpy()
-    result = scipy.optimize.linprog(np.concatenate([kappa, kappa]), A_eq=np.hstack([Phi, -Phi]), b_eq=y,
-                                    bounds=(0, None), method="highs-ds")
+    result = scipy.optimize.linprog(
+        np.concatenate([kappa, kappa]), A_eq=np.hstack([Phi, -Phi]), b_eq=y, bounds=(0, None), method="highs-ds"
+    )
     assert result.status == 0
     return result.fun
 

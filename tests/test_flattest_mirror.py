@@ -43,8 +43,9 @@ def test_relu_hyperbolic_entropy_approaches_the_l1_optimum_as_beta_shrinks():
 
 def test_trajectory_and_errors():
     U, X, y = instance("quadratic")
-    solution = flattest_by_mirror_descent(U, X, y, "quadratic", max_steps=200,
-                                          record=lambda net: {"a_norm": float(net.a.norm())})
+    solution = flattest_by_mirror_descent(
+        U, X, y, "quadratic", max_steps=200, record=lambda net: {"a_norm": float(net.a.norm())}
+    )
     assert solution.run.history[0]["a_norm"] == 0.0 and solution.run.history[-1]["a_norm"] > 0
     silent = torch.cat([U, -torch.ones(1, U.shape[1], dtype=U.dtype) * 1e3])
     X_pos = X.abs()  # every sample has positive coordinates: the all-negative direction never fires

@@ -11,8 +11,12 @@ from flatbook.data import multi_index_product, single_index, sum_of_single_index
 from flatbook.errors import FlatbookInputError
 from flatbook.gaussian import gaussian_kernel, hermite_moment, kernel_available, product_kernel
 
-ACTS = {"relu": get_activation("relu"), "leaky": get_activation("leaky_relu", negative_slope=0.3),
-        "quadratic": get_activation("quadratic"), "relu2": get_activation("relu_power", c=2)}
+ACTS = {
+    "relu": get_activation("relu"),
+    "leaky": get_activation("leaky_relu", negative_slope=0.3),
+    "quadratic": get_activation("quadratic"),
+    "relu2": get_activation("relu_power", c=2),
+}
 PAIRS = [(a, b) for a in ACTS for b in ACTS if kernel_available(ACTS[a], ACTS[b])]
 
 
@@ -43,24 +47,34 @@ def test_kernels_match_two_dimensional_quadrature(pair):
 def test_kernels_at_equal_and_opposite_directions():
     u = torch.tensor([[0.6, 0.8]], dtype=torch.float64)
     relu = ACTS["relu"]
-    assert float(gaussian_kernel(relu, u, relu, u)[0, 0]) == pytest.approx(0.5)    # E relu(g)² = 1/2
+    assert float(gaussian_kernel(relu, u, relu, u)[0, 0]) == pytest.approx(0.5)  # E relu(g)² = 1/2
     assert float(gaussian_kernel(relu, u, relu, -u)[0, 0]) == pytest.approx(0.0, abs=1e-15)
     quad = ACTS["quadratic"]
-    assert float(gaussian_kernel(quad, u, quad, u)[0, 0]) == pytest.approx(3.0)    # E g⁴ = 3
+    assert float(gaussian_kernel(quad, u, quad, u)[0, 0]) == pytest.approx(3.0)  # E g⁴ = 3
     relu2 = ACTS["relu2"]
     assert float(gaussian_kernel(relu2, u, relu2, u)[0, 0]) == pytest.approx(1.5)  # E relu(g)⁴ = 3/2
 
 
-@pytest.mark.parametrize("net_act,link", [("relu", "relu"), ("quadratic", "quadratic"), ("quadratic", "relu"),
-                                          (("leaky_relu", {"negative_slope": 0.2}), "relu"),
-                                          (("relu_power", {"c": 2}), "quadratic")])
+@pytest.mark.parametrize(
+    "net_act,link",
+    [
+        ("relu", "relu"),
+        ("quadratic", "quadratic"),
+        ("quadratic", "relu"),
+        (("leaky_relu", {"negative_slope": 0.2}), "relu"),
+        (("relu_power", {"c": 2}), "quadratic"),
+    ],
+)
 def test_exact_population_loss_agrees_with_monte_carlo(net_act, link):
     name, params = net_act if isinstance(net_act, tuple) else (net_act, {})
     activation = get_activation(name, **params)
     teacher = sum_of_single_index(6, 2, link=link, noise_std=0.3, seed=1)
     gen = torch.Generator().manual_seed(2)
-    net = TwoLayerNet(torch.randn(9, generator=gen, dtype=torch.float64) / 3,
-                      torch.randn(9, 6, generator=gen, dtype=torch.float64), activation)
+    net = TwoLayerNet(
+        torch.randn(9, generator=gen, dtype=torch.float64) / 3,
+        torch.randn(9, 6, generator=gen, dtype=torch.float64),
+        activation,
+    )
     exact = population_loss(net, teacher)
     assert exact.method == "exact" and exact.stderr == 0.0 and exact.n_test == 0
     sampled = population_loss(net, teacher, n_test=400_000, method="monte carlo")
@@ -82,13 +96,15 @@ def test_hermite_moments_match_quadrature(name):
 
     activation = ACTS[name]
     for k in range(7):
+
         def integrand(g, k=k):
             value = float(activation(torch.tensor(g, dtype=torch.float64)))
             return value * hermeval(g, [0.0] * k + [1.0]) * math.exp(-g * g / 2) / math.sqrt(2 * math.pi)
+
         # split at the kink g = 0
         numeric = sum(quad(integrand, *ends, epsabs=1e-12, limit=200)[0] for ends in ((-np.inf, 0.0), (0.0, np.inf)))
         assert hermite_moment(activation, k) == pytest.approx(numeric, rel=1e-9, abs=1e-12)
-    assert hermite_moment(ACTS["relu"], 1) == pytest.approx(0.5)                      # E relu(g) g = 1/2
+    assert hermite_moment(ACTS["relu"], 1) == pytest.approx(0.5)  # E relu(g) g = 1/2
     assert hermite_moment(ACTS["relu"], 2) == pytest.approx(1 / math.sqrt(2 * math.pi))
     assert hermite_moment(ACTS["quadratic"], 2) == pytest.approx(2.0)
     # exact zeros where a parity argument makes them vanish (the product teacher's closed form relies on it)
@@ -116,8 +132,11 @@ def test_product_kernel_matches_two_dimensional_quadrature(name):
 def test_exact_population_loss_of_the_product_teacher_agrees_with_monte_carlo(name, k):
     teacher = multi_index_product(6, k, noise_std=0.2, seed=3)
     gen = torch.Generator().manual_seed(4)
-    net = TwoLayerNet(torch.randn(7, generator=gen, dtype=torch.float64) / 2,
-                      torch.randn(7, 6, generator=gen, dtype=torch.float64), ACTS[name])
+    net = TwoLayerNet(
+        torch.randn(7, generator=gen, dtype=torch.float64) / 2,
+        torch.randn(7, 6, generator=gen, dtype=torch.float64),
+        ACTS[name],
+    )
     exact = population_loss(net, teacher)
     assert exact.method == "exact" and exact.stderr == 0.0
     sampled = population_loss(net, teacher, n_test=400_000, method="monte carlo")
@@ -130,11 +149,18 @@ def test_product_teacher_with_an_orthogonal_residual():
     from flatbook.data import MultiIndexModel, ProductLink, orthogonal_direction, random_orthonormal
 
     theta_star = random_orthonormal(3, 6, seed=5)
-    model = MultiIndexModel(theta_star, ProductLink(3), noise_std=0.2, residual_std=0.5,
-                            residual_direction=orthogonal_direction(theta_star, seed=6))
+    model = MultiIndexModel(
+        theta_star,
+        ProductLink(3),
+        noise_std=0.2,
+        residual_std=0.5,
+        residual_direction=orthogonal_direction(theta_star, seed=6),
+    )
     gen = torch.Generator().manual_seed(7)
-    a, theta = torch.randn(7, generator=gen, dtype=torch.float64) / 2, torch.randn(7, 6, generator=gen,
-                                                                                   dtype=torch.float64)
+    a, theta = (
+        torch.randn(7, generator=gen, dtype=torch.float64) / 2,
+        torch.randn(7, 6, generator=gen, dtype=torch.float64),
+    )
     exact = population_loss(TwoLayerNet(a, theta, "relu"), model)
     assert exact.method == "exact"
     sampled = population_loss(TwoLayerNet(a, theta, "relu"), model, n_test=400_000, method="monte carlo")
@@ -144,8 +170,9 @@ def test_product_teacher_with_an_orthogonal_residual():
 
 def test_monte_carlo_where_no_closed_form_and_errors():
     teacher = multi_index_product(5, 2, seed=0)
-    net = TwoLayerNet(torch.ones(3, dtype=torch.float64), torch.randn(3, 5, dtype=torch.float64),
-                      get_activation("relu_power", c=3))  # ReLU³: no closed form here
+    net = TwoLayerNet(
+        torch.ones(3, dtype=torch.float64), torch.randn(3, 5, dtype=torch.float64), get_activation("relu_power", c=3)
+    )  # ReLU³: no closed form here
     loss = population_loss(net, teacher, n_test=1_000)
     assert loss.method == "monte carlo" and loss.stderr > 0
     with pytest.raises(FlatbookInputError, match="no closed form"):
@@ -154,8 +181,10 @@ def test_monte_carlo_where_no_closed_form_and_errors():
         population_loss(net, teacher, method="quadrature")
 
 
-@pytest.mark.parametrize("teacher", [sum_of_single_index(5, 2, link="relu", noise_std=0.2, seed=3),
-                                     multi_index_product(5, k=3, noise_std=0.2, seed=3)])
+@pytest.mark.parametrize(
+    "teacher",
+    [sum_of_single_index(5, 2, link="relu", noise_std=0.2, seed=3), multi_index_product(5, k=3, noise_std=0.2, seed=3)],
+)
 def test_exact_population_loss_merges_copies_and_drops_zero_weights(teacher):
     """Copies of a neuron (a flattest interpolator split over its width) and zero outer weights change nothing:
     the loss equals aᵀKa − 2aᵀk + L₀ summed over all 11 neurons, with k_j from one-neuron networks
@@ -169,9 +198,14 @@ def test_exact_population_loss_merges_copies_and_drops_zero_weights(teacher):
     one = torch.ones(1, dtype=torch.float64)
     zero_loss = population_loss(TwoLayerNet(0 * one, theta[:1], relu), teacher).value
     K = gaussian_kernel(relu, net.theta, relu, net.theta)
-    k = torch.tensor([(zero_loss + float(K[j, j]) - population_loss(TwoLayerNet(one, net.theta[j:j + 1], relu),
-                                                                   teacher).value) / 2 for j in range(net.width)],
-                     dtype=torch.float64)
+    k = torch.tensor(
+        [
+            (zero_loss + float(K[j, j]) - population_loss(TwoLayerNet(one, net.theta[j : j + 1], relu), teacher).value)
+            / 2
+            for j in range(net.width)
+        ],
+        dtype=torch.float64,
+    )
     exact = population_loss(net, teacher)
     assert exact.value == pytest.approx(float(a @ K @ a - 2 * a @ k) + zero_loss, rel=1e-12)
     sampled = population_loss(net, teacher, n_test=200_000, method="monte carlo")

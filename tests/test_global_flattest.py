@@ -52,6 +52,7 @@ def cvxpy_weighted_l1(columns, y, weights):
 
 # --- the restricted master ---------------------------------------------------------------------
 
+
 def test_master_matches_cvxpy_through_additions_and_removals():
     rng = np.random.default_rng(1)
     columns, weights, y = rng.standard_normal((20, 60)), rng.uniform(0.5, 2.0, 60), rng.standard_normal(20)
@@ -64,7 +65,7 @@ def test_master_matches_cvxpy_through_additions_and_removals():
     assert second.value == pytest.approx(cvxpy_weighted_l1(columns, y, weights), rel=1e-7)
     np.testing.assert_allclose(columns @ second.mu, y, atol=1e-10)
     assert np.abs(columns.T @ second.dual / weights).max() <= 1 + 1e-9  # dual feasible
-    assert second.dual @ y == pytest.approx(second.value, rel=1e-9)     # zero gap
+    assert second.dual @ y == pytest.approx(second.value, rel=1e-9)  # zero gap
     keep = np.ones(60, dtype=bool)
     keep[::3] = False
     keep[np.abs(second.mu) > 0] = True
@@ -193,8 +194,9 @@ def test_restart_point_is_an_early_iterate_and_a_valid_start_for_the_enlarged_ma
     old, new = slice(0, m), slice(m, m + k)
     master = WeightedL1Master(y)
     master.add(columns[:, old], weights[old])
-    solution, central, restart = _solve_master(master, Phi[:, old], yt, w[old], gap_tol=0.1,
-                                               restart_factor=MASTER_RESTART_FACTOR)
+    solution, central, restart = _solve_master(
+        master, Phi[:, old], yt, w[old], gap_tol=0.1, restart_factor=MASTER_RESTART_FACTOR
+    )
     assert not solution.exact and restart is not None
     assert not torch.equal(restart.lam, central)  # an earlier iterate than the last (which restarts worse)
     x, s, lam = restart
@@ -208,7 +210,7 @@ def test_restart_point_is_an_early_iterate_and_a_valid_start_for_the_enlarged_ma
     x, s, _ = start
     assert bool((x > 0).all()) and bool((s > 0).all())
     torch.testing.assert_close(x[:m], restart.x[:m], rtol=0, atol=0)  # the old columns keep their values
-    torch.testing.assert_close(x[m + k: 2 * m + k], restart.x[m:], rtol=0, atol=0)
+    torch.testing.assert_close(x[m + k : 2 * m + k], restart.x[m:], rtol=0, atol=0)
     mu = float(restart.x @ restart.s) / (2 * m)
     new_pairs = torch.cat([torch.arange(m, m + k), torch.arange(2 * m + k, 2 * m + 2 * k)])
     torch.testing.assert_close(x[new_pairs] * s[new_pairs], torch.full((2 * k,), mu, dtype=torch.float64))
@@ -242,8 +244,11 @@ def test_warm_masters_restart_inexact_masters_and_save_factorisations(monkeypatc
             return interior_point(Phi, y, kappa, tol=tol, **options)
 
         monkeypatch.setattr(global_flattest, "_lp_interior_point", spy)
-        monkeypatch.setattr(flattest, "_weighted_gram",
-                            lambda *args, gram=gram, grams=grams, **kwargs: grams.append(1) or gram(*args, **kwargs))
+        monkeypatch.setattr(
+            flattest,
+            "_weighted_gram",
+            lambda *args, gram=gram, grams=grams, **kwargs: grams.append(1) or gram(*args, **kwargs),
+        )
         flattest_interpolator(X, y, "relu", 120, rounds=16, slide_steps=0, warm_masters=warm)
         monkeypatch.undo()
         runs[warm] = (solves, len(grams))
@@ -340,8 +345,9 @@ def test_the_result_is_at_most_the_exact_optimum_over_the_final_columns(monkeypa
     Phi, w, _, _ = masters[-1]
     exact_optimum = cvxpy_weighted_l1(Phi.numpy(), y.numpy(), w.numpy())
     act = get_activation("quadratic")
-    value = float((unit_flatness_weights(result.atoms.directions, X, act) ** (1 / act.p)
-                   * result.atoms.weights.abs()).sum())
+    value = float(
+        (unit_flatness_weights(result.atoms.directions, X, act) ** (1 / act.p) * result.atoms.weights.abs()).sum()
+    )
     assert value == pytest.approx(result.measure_value, rel=1e-12)
     assert value <= exact_optimum * (1 + 1e-7), (value, exact_optimum)
     torch.testing.assert_close(result.net(X), y, rtol=0, atol=1e-9)
@@ -378,8 +384,9 @@ def test_polished_atoms_join_the_master_and_the_rounds_stop_when_nothing_moves(m
     assert result.upper <= teacher_upsilon(teacher, X, "quadratic", 120) * (1 + 1e-9)
     torch.testing.assert_close(result.net(X), y, rtol=0, atol=1e-9)
     monkeypatch.undo()
-    unstopped = flattest_interpolator(X, y, "quadratic", 120, slide_steps=0, rounds=result.rounds + 3,
-                                      stall_rounds=None)
+    unstopped = flattest_interpolator(
+        X, y, "quadratic", 120, slide_steps=0, rounds=result.rounds + 3, stall_rounds=None
+    )
     assert unstopped.rounds == result.rounds + 3 or unstopped.status.startswith("converged"), unstopped.status
 
 
@@ -414,6 +421,7 @@ def test_tailing_off_needs_both_the_master_and_the_bound_to_stand_still():
     value·(1 + gap)) fell by at most tol and the bound rose by at most tol; a short history, a move of
     either beyond tol, or no positive bound at the window's start is not a stall; a value scattering above
     the best is no move, and an early inexact value below the exact optimum does not hide later progress."""
+
     def rows(masters, bounds, gaps=None):
         gaps = gaps or [0.0] * len(masters)
         return [{"master": m, "target": b, "master_gap": g} for m, b, g in zip(masters, bounds, gaps, strict=True)]
@@ -454,8 +462,9 @@ def test_merged_directions_match_the_rule_atom_by_atom(even):
     distinct random contributions: the batched grouping equals the rule applied atom by atom, group by group."""
     gen = torch.Generator().manual_seed(3)
     centres = torch.nn.functional.normalize(torch.randn(40, 12, generator=gen, dtype=torch.float64), dim=1)
-    members = centres[torch.randint(40, (300,), generator=gen)] + 0.05 * torch.randn(300, 12, generator=gen,
-                                                                                     dtype=torch.float64)
+    members = centres[torch.randint(40, (300,), generator=gen)] + 0.05 * torch.randn(
+        300, 12, generator=gen, dtype=torch.float64
+    )
     signs = torch.where(torch.rand(300, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
     atoms = torch.nn.functional.normalize(signs[:, None] * members, dim=1)
     contribution = torch.rand(300, generator=gen, dtype=torch.float64) + 0.01
@@ -467,8 +476,9 @@ def test_merged_directions_match_the_rule_atom_by_atom(even):
 
 def test_support_refit_is_rejected_unless_certified():
     rng = np.random.default_rng(3)
-    Phi, w, y = (torch.from_numpy(a) for a in (rng.standard_normal((10, 30)), rng.uniform(1, 2, 30),
-                                                rng.standard_normal(10)))
+    Phi, w, y = (
+        torch.from_numpy(a) for a in (rng.standard_normal((10, 30)), rng.uniform(1, 2, 30), rng.standard_normal(10))
+    )
     mu = torch.ones(30, dtype=torch.float64)  # full support: the least-norm refit interpolates
     refit = _support_refit(mu, Phi, y, w, lower=float("inf"))
     assert refit is not None and float((Phi @ refit - y).abs().max()) <= 1e-10 * float(y.abs().max())
@@ -488,6 +498,7 @@ def test_master_time_limit_is_per_solve_not_cumulative():
 
 
 # --- the splitting lemma ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name,params", [("quadratic", {}), ("relu_power", {"c": 3.0}), ("relu", {})])
 def test_splitting_lemma_step_by_step(name, params):
@@ -518,8 +529,9 @@ def test_splitting_lemma_step_by_step(name, params):
     # Hölder's equality case, with real-valued m_u ∝ b_u.
     m = 50.0
     proportional = m * b / b.sum()
-    assert float((kappa * A.abs() ** p * proportional ** (1 - p)).sum()) == \
-        pytest.approx(m ** (1 - p) * float(b.sum()) ** p, rel=1e-12)
+    assert float((kappa * A.abs() ** p * proportional ** (1 - p)).sum()) == pytest.approx(
+        m ** (1 - p) * float(b.sum()) ** p, rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("p", [1.0, 4 / 3, 1.5])
@@ -532,8 +544,11 @@ def test_greedy_split_is_the_best_integer_allocation(p):
         counts = split_into_copies(weights, kappa, p, width)
         assert sum(counts) == width and min(counts) >= 1
         value = float((cost * torch.tensor(counts, dtype=torch.float64) ** (1 - p)).sum())
-        brute = min(float((cost * torch.tensor(c, dtype=torch.float64) ** (1 - p)).sum())
-                    for c in itertools.product(range(1, width + 1), repeat=3) if sum(c) == width)
+        brute = min(
+            float((cost * torch.tensor(c, dtype=torch.float64) ** (1 - p)).sum())
+            for c in itertools.product(range(1, width + 1), repeat=3)
+            if sum(c) == width
+        )
         assert value == pytest.approx(brute, rel=1e-12)
         ideal = width ** (1 - p) * float((kappa ** (1 / p) * weights.abs()).sum()) ** p
         assert value >= ideal * (1 - 1e-12)
@@ -570,6 +585,7 @@ def test_single_copy_factor_of_the_balance_band_stays_below_three_halves():
 
 # --- exact references ---------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 @pytest.mark.parametrize("d,n", [(2, 15), (3, 24)])
 def test_relu_column_generation_matches_the_exact_activation_pattern_program(d, n):
@@ -577,7 +593,7 @@ def test_relu_column_generation_matches_the_exact_activation_pattern_program(d, 
     reference = flattest_relu_over_patterns(X, y, all_activation_patterns(X)).value
     result = flattest_interpolator(X, y, "relu", 3 * n)
     assert result.pricing == "exact" and result.certified, result.status
-    assert result.lower <= reference * (1 + 1e-6)              # a proven bound is below the exact optimum
+    assert result.lower <= reference * (1 + 1e-6)  # a proven bound is below the exact optimum
     assert result.upper == pytest.approx(reference, rel=2e-3)  # and the optimum is found (tol 1e-3 + SOCP accuracy)
     assert result.upper == pytest.approx(min_flatness(result.net, X, y), rel=1e-10)
     assert result.net.width == 3 * n
@@ -642,8 +658,9 @@ def test_lower_bound_holds_when_the_heuristic_pricing_is_crippled():
     """One start and no ascent steps: the estimate may be anything, the proven bound must stay below V*."""
     _, X, y = data(3, 20, "relu")
     exact = flattest_relu_over_patterns(X, y, all_activation_patterns(X)).value
-    weak = flattest_interpolator(X, y, "relu", 40, exact_pricing=False, pricing_starts=1, pricing_steps=0,
-                                 slide_steps=0, rounds=3)
+    weak = flattest_interpolator(
+        X, y, "relu", 40, exact_pricing=False, pricing_starts=1, pricing_steps=0, slide_steps=0, rounds=3
+    )
     assert weak.pricing == "bound"
     assert weak.lower <= exact * (1 + 1e-9)
     assert weak.upper >= exact * (1 - 2e-3)  # any interpolator is above the optimum (SOCP accuracy)
@@ -660,6 +677,7 @@ def test_never_worse_than_the_dictionary_it_was_warm_started_from(name):
 
 
 # --- widths ------------------------------------------------------------------------------------
+
 
 def test_widths_share_one_measure_and_the_rounding_stays_within_its_bound():
     _, X, y = data(3, 12, "quadratic", noise=0.0)
@@ -685,6 +703,7 @@ def test_widths_share_one_measure_and_the_rounding_stays_within_its_bound():
 
 # --- the bad set -------------------------------------------------------------------------------
 
+
 def test_bad_interpolator_directions_respect_the_alignment_bound():
     teacher, X, y = data(4, 12, "relu")
     for rho0 in (0.0, 0.5):
@@ -704,10 +723,12 @@ def test_bad_set_at_rho0_zero_in_three_dimensions_is_priced_exactly():
 
 # --- errors ------------------------------------------------------------------------------------
 
+
 def test_counts_may_be_numpy_integers_but_not_bools_or_floats():
     _, X, y = data(3, 10, "relu")
-    by_numpy = flattest_interpolator(X, y, "relu", np.int64(20), n_start=np.int32(20), slide_steps=np.int64(20),
-                                     stall_rounds=np.int64(5), rounds=3)
+    by_numpy = flattest_interpolator(
+        X, y, "relu", np.int64(20), n_start=np.int32(20), slide_steps=np.int64(20), stall_rounds=np.int64(5), rounds=3
+    )
     by_int = flattest_interpolator(X, y, "relu", 20, n_start=20, rounds=3)
     assert type(by_numpy.width) is int and by_numpy.upper == by_int.upper
     assert type(by_numpy.at_width(X, y, np.int64(40)).width) is int
@@ -746,8 +767,9 @@ def test_pattern_enumeration_counts_every_cell_of_the_arrangement():
     _, X, _ = data(3, 30, "relu")
     cells = all_activation_patterns(X)
     assert cells.shape[0] == 30**2 - 30 + 2
-    sampled = activation_patterns(X, torch.randn(200_000, 3, dtype=torch.float64,
-                                                 generator=torch.Generator().manual_seed(5)))
+    sampled = activation_patterns(
+        X, torch.randn(200_000, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    )
     enumerated = {tuple(row.tolist()) for row in cells}
     assert {tuple(row.tolist()) for row in sampled} <= enumerated
 

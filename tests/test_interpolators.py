@@ -22,8 +22,9 @@ def test_directions_have_exactly_the_requested_alignment(rho):
     dirs = directions_with_alignment(theta_star, 50, rho, seed=1)
     torch.testing.assert_close(dirs.norm(dim=1), torch.ones(50, dtype=torch.float64))
     net = TwoLayerNet(torch.ones(50), dirs, "relu")
-    torch.testing.assert_close(net.alignment(theta_star), torch.full((50,), rho, dtype=torch.float64),
-                               atol=1e-12, rtol=0)
+    torch.testing.assert_close(
+        net.alignment(theta_star), torch.full((50,), rho, dtype=torch.float64), atol=1e-12, rtol=0
+    )
 
 
 def test_orthogonal_and_teacher_dictionaries():
@@ -46,21 +47,25 @@ def test_direction_errors():
         teacher_and_random_directions(random_orthonormal(2, 4), 2)
 
 
-@pytest.mark.parametrize("name,params", [("relu", {}), ("leaky_relu", {"negative_slope": 0.3}),
-                                         ("quadratic", {}), ("relu_power", {"c": 2.5})])
+@pytest.mark.parametrize(
+    "name,params",
+    [("relu", {}), ("leaky_relu", {"negative_slope": 0.3}), ("quadratic", {}), ("relu_power", {"c": 2.5})],
+)
 def test_population_flatness_weight_is_the_large_n_limit(name, params):
     activation = get_activation(name, **params)
     X = torch.randn(400_000, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     kappa = flatness_weights(random_directions(4, 6, seed=1), X, activation)
-    torch.testing.assert_close(kappa, torch.full_like(kappa, population_flatness_weight(activation, 6)),
-                               rtol=2e-2, atol=0)
+    torch.testing.assert_close(
+        kappa, torch.full_like(kappa, population_flatness_weight(activation, 6)), rtol=2e-2, atol=0
+    )
 
 
 def test_population_flatness_weight_closed_forms():
     assert population_flatness_weight(get_activation("relu"), 9) == pytest.approx(6.0)  # 2 sqrt(d)
     d = 10
     assert population_flatness_weight(get_activation("quadratic"), d) == pytest.approx(
-        3 * 2 ** (-2 / 3) * 6 ** (1 / 3) * (8 * (d + 2)) ** (2 / 3))
+        3 * 2 ** (-2 / 3) * 6 ** (1 / 3) * (8 * (d + 2)) ** (2 / 3)
+    )
 
 
 def test_other_interpolators_interpolate_and_respect_the_bound():
@@ -74,8 +79,9 @@ def test_other_interpolators_interpolate_and_respect_the_bound():
         for a_eff in others[:5]:
             net = TwoLayerNet(a_eff, theta, act)  # unit-norm directions: a = ã
             assert (net(X) - y).abs().max() < 1e-10
-            assert min_flatness(net, X, y) == pytest.approx(float(orbit_flatness(a_eff, result.kappa, result.p)),
-                                                            rel=1e-8)
+            assert min_flatness(net, X, y) == pytest.approx(
+                float(orbit_flatness(a_eff, result.kappa, result.p)), rel=1e-8
+            )
         assert (orbit_flatness(others, result.kappa, result.p) >= result.lower_bound * (1 - 1e-12)).all()
         with pytest.raises(FlatbookInputError, match="spread must be"):
             other_interpolators(result, X, 5, spread=[1.0, 2.0])
@@ -87,8 +93,9 @@ def test_alignment_projector():
     for rho in (0.0, 0.4, 1.0):
         projected = alignment_projector(theta_star, rho)(directions)
         net = TwoLayerNet(torch.ones(30), projected, "relu")
-        torch.testing.assert_close(net.alignment(theta_star), torch.full((30,), rho, dtype=torch.float64),
-                                   atol=1e-12, rtol=0)
+        torch.testing.assert_close(
+            net.alignment(theta_star), torch.full((30,), rho, dtype=torch.float64), atol=1e-12, rtol=0
+        )
         torch.testing.assert_close(projected.norm(dim=1), torch.ones(30, dtype=torch.float64))
 
 

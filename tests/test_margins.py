@@ -23,8 +23,11 @@ from flatbook.network import forward
 def classified(activation="relu", seed=0):
     gen = torch.Generator().manual_seed(seed)
     X = torch.randn(40, 3, generator=gen, dtype=torch.float64)
-    net = TwoLayerNet(torch.randn(7, generator=gen, dtype=torch.float64),
-                      torch.randn(7, 3, generator=gen, dtype=torch.float64), activation)
+    net = TwoLayerNet(
+        torch.randn(7, generator=gen, dtype=torch.float64),
+        torch.randn(7, 3, generator=gen, dtype=torch.float64),
+        activation,
+    )
     out = net(X)
     keep = out.abs() > 0.05
     return net, X[keep], torch.sign(out[keep])
@@ -88,14 +91,21 @@ def max_margin_point(potential):
     if potential.horizon_degree == 1:
         split = np.concatenate([np.clip(start, 0, None), np.clip(-start, 0, None)]) + 0.01
         result = scipy.optimize.minimize(
-            np.sum, split, method="SLSQP", bounds=[(0, None)] * (2 * size), options=options,
+            np.sum,
+            split,
+            method="SLSQP",
+            bounds=[(0, None)] * (2 * size),
+            options=options,
             constraints=[{"type": "ineq", "fun": lambda z: margins(z[:size] - z[size:]) - 1}],
         )
         w = result.x[:size] - result.x[size:]
     else:
         alpha = potential.horizon_degree
         result = scipy.optimize.minimize(
-            lambda v: float(potential.horizon(torch.as_tensor(v)) ** alpha), start, method="SLSQP", options=options,
+            lambda v: float(potential.horizon(torch.as_tensor(v)) ** alpha),
+            start,
+            method="SLSQP",
+            options=options,
             constraints=[{"type": "ineq", "fun": lambda v: margins(v) - 1}],
         )
         w = result.x
@@ -163,8 +173,11 @@ def test_neuron_cost_margin_depends_on_the_function_only(outer, inner):
     assert neuron_cost_margin(grown, X, y, outer, inner) == pytest.approx(base, rel=1e-12)
     if outer == "euclidean":
         norms = net.theta.norm(dim=1)
-        balanced = TwoLayerNet(net.a.sign() * (net.a.abs() * norms).sqrt(),
-                               net.theta / norms[:, None] * (net.a.abs() * norms).sqrt()[:, None], "relu")
+        balanced = TwoLayerNet(
+            net.a.sign() * (net.a.abs() * norms).sqrt(),
+            net.theta / norms[:, None] * (net.a.abs() * norms).sqrt()[:, None],
+            "relu",
+        )
         assert base == pytest.approx(2 * normalised_margin(balanced, X, y, 2), rel=1e-12)
     with pytest.raises(FlatbookInputError, match="network is zero"):
         neuron_cost_margin(TwoLayerNet(0 * net.a, net.theta, "relu"), X, y, outer, inner)

@@ -25,7 +25,7 @@ POTENTIAL_CASES = [
     ("p_norm", {"p": 3.0}),
     ("p_norm", {"p": 4 / 3}),
     ("p_norm", {"p": 3.0, "beta": 0.4}),
-    ("p_norm", {"p": 2.5, "beta": 0.3}),   # generic (Newton) inverse
+    ("p_norm", {"p": 2.5, "beta": 0.3}),  # generic (Newton) inverse
     ("p_norm_plus_quadratic", {"p": 3.0, "beta": 0.5}),
     ("p_norm_plus_quadratic", {"p": 4.0, "beta": 0.5}),  # generic (Newton) inverse
 ]
@@ -66,7 +66,8 @@ def test_fenchel_young(potential):
         lhs = potential.value(x) + potential.conjugate(potential.mirror_map(x))
         assert float(lhs) == pytest.approx(float(x @ potential.mirror_map(x)), rel=1e-10, abs=1e-12)
     assert float(potential.conjugate(potential.mirror_map(w))) == pytest.approx(
-        float(potential.dual_potential(w)), rel=1e-10)
+        float(potential.dual_potential(w)), rel=1e-10
+    )
     # inequality everywhere else
     gap = potential.value(w) + potential.conjugate(z) - w @ z
     assert float(gap) >= -1e-9
@@ -74,12 +75,14 @@ def test_fenchel_young(potential):
 
 def test_conjugate_is_the_numerical_supremum(potential):
     for z in (-2.5, -0.3, 0.0, 0.7, 4.0):
+
         def negative(v, z=z):
             return -(z * v - float(potential.value(torch.tensor([v], dtype=torch.float64))))
 
         result = minimize_scalar(negative, bounds=(-500, 500), method="bounded", options={"xatol": 1e-12})
         assert float(potential.conjugate(torch.tensor([z], dtype=torch.float64))) == pytest.approx(
-            -result.fun, rel=1e-7, abs=1e-9)
+            -result.fun, rel=1e-7, abs=1e-9
+        )
 
 
 def test_horizon_is_the_limit(potential):
@@ -101,27 +104,35 @@ def test_euclidean_mirror_step_is_gradient_descent():
 
 def test_balance_is_the_classical_one_for_gradient_descent():
     gen = torch.Generator().manual_seed(0)
-    net = TwoLayerNet(torch.randn(5, generator=gen, dtype=torch.float64),
-                      torch.randn(5, 3, generator=gen, dtype=torch.float64), "relu")
+    net = TwoLayerNet(
+        torch.randn(5, generator=gen, dtype=torch.float64),
+        torch.randn(5, 3, generator=gen, dtype=torch.float64),
+        "relu",
+    )
     expected = (net.a**2 - net.theta.pow(2).sum(1)) / 2
     assert torch.allclose(balance(net, "euclidean"), expected)
 
 
-@pytest.mark.parametrize("name,params,activation", [("euclidean", {}, "relu"),
-                                                     ("hyperbolic_entropy", {"beta": 0.1}, "relu"),
-                                                     ("p_norm", {"p": 3.0}, "quadratic")])
+@pytest.mark.parametrize(
+    "name,params,activation",
+    [("euclidean", {}, "relu"), ("hyperbolic_entropy", {"beta": 0.1}, "relu"), ("p_norm", {"p": 3.0}, "quadratic")],
+)
 def test_balance_drift_is_first_order_in_the_step(name, params, activation):
     gen = torch.Generator().manual_seed(1)
     X = torch.randn(30, 4, generator=gen, dtype=torch.float64)
     y = torch.sign(X[:, 0] * X[:, 1] + 0.1)
-    net = TwoLayerNet(0.3 * torch.randn(8, generator=gen, dtype=torch.float64),
-                      0.3 * torch.randn(8, 4, generator=gen, dtype=torch.float64), activation)
+    net = TwoLayerNet(
+        0.3 * torch.randn(8, generator=gen, dtype=torch.float64),
+        0.3 * torch.randn(8, 4, generator=gen, dtype=torch.float64),
+        activation,
+    )
     potential = get_potential(name, **params)
     start = balance(net, potential)
     drift = []
     for step in (0.02, 0.01):
-        run = mirror_descent(net, X, y, outer=potential, step=step, adaptive=False, max_time=2.0 - 1e-9,
-                             max_steps=10**6)
+        run = mirror_descent(
+            net, X, y, outer=potential, step=step, adaptive=False, max_time=2.0 - 1e-9, max_steps=10**6
+        )
         drift.append(float((balance(run.net, potential) - start).abs().max()))
     assert drift[1] < 0.6 * drift[0]  # halves with the step (first order), up to higher-order terms
     assert drift[1] < 1e-2 * float(potential.dual_potential(run.net.a) + potential.dual_potential(run.net.theta))
@@ -156,8 +167,12 @@ def test_weighted_potential_scales_each_coordinate():
     assert torch.allclose(potential.inverse_mirror_map(potential.mirror_map(w)), w, rtol=1e-12)
     z = torch.tensor([0.7], dtype=torch.float64)
     one = Weighted(base, torch.tensor([2.5], dtype=torch.float64))
-    result = minimize_scalar(lambda v: -(0.7 * v - float(one.value(torch.tensor([v], dtype=torch.float64)))),
-                             bounds=(-50, 50), method="bounded", options={"xatol": 1e-12})
+    result = minimize_scalar(
+        lambda v: -(0.7 * v - float(one.value(torch.tensor([v], dtype=torch.float64)))),
+        bounds=(-50, 50),
+        method="bounded",
+        options={"xatol": 1e-12},
+    )
     assert float(one.conjugate(z)) == pytest.approx(-result.fun, rel=1e-7)
     with pytest.raises(FlatbookInputError, match="must all be > 0"):
         Weighted(base, torch.tensor([1.0, 0.0], dtype=torch.float64))

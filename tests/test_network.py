@@ -23,11 +23,11 @@ def test_rescaling_keeps_the_function_on_fresh_inputs(log_alpha, seed):
         net, X, y = random_problem(activation, seed=seed)
         alpha = torch.exp(torch.tensor(log_alpha, dtype=torch.float64))
         rescaled = net.rescale(alpha)
-        fresh = torch.randn(200, net.input_dim, generator=torch.Generator().manual_seed(seed + 1),
-                            dtype=torch.float64)
+        fresh = torch.randn(200, net.input_dim, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
         torch.testing.assert_close(rescaled(fresh), net(fresh), rtol=1e-10, atol=1e-10)
-        torch.testing.assert_close(rescaled.effective_outer_weights(), net.effective_outer_weights(),
-                                   rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(
+            rescaled.effective_outer_weights(), net.effective_outer_weights(), rtol=1e-10, atol=1e-12
+        )
 
 
 def test_rescaling_moves_the_trace(activation):
@@ -43,8 +43,9 @@ def test_alignment():
     outside = torch.randn(1, 6, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
     outside = outside - outside @ theta_star.T @ theta_star  # project out span Θ*
     net = TwoLayerNet(torch.ones(2, dtype=torch.float64), torch.cat([inside, outside]), "relu")
-    torch.testing.assert_close(net.alignment(theta_star), torch.tensor([1.0, 0.0], dtype=torch.float64),
-                               atol=1e-12, rtol=0)
+    torch.testing.assert_close(
+        net.alignment(theta_star), torch.tensor([1.0, 0.0], dtype=torch.float64), atol=1e-12, rtol=0
+    )
 
 
 def test_shape_mismatch_errors():
@@ -76,8 +77,11 @@ def test_device_variable_is_validated(monkeypatch):
 
 
 def test_active_neurons_counts_the_weight_carrying_neurons():
-    net = TwoLayerNet(torch.tensor([5.0, -3.0, 1.0, 0.5, 0.0], dtype=torch.float64),
-                      torch.eye(5, 2, dtype=torch.float64) + 1.0, "relu")
+    net = TwoLayerNet(
+        torch.tensor([5.0, -3.0, 1.0, 0.5, 0.0], dtype=torch.float64),
+        torch.eye(5, 2, dtype=torch.float64) + 1.0,
+        "relu",
+    )
     weights = net.effective_outer_weights().abs()
     order = torch.sort(weights, descending=True).values
     share = torch.cumsum(order, 0) / order.sum()
@@ -95,5 +99,6 @@ def test_weighted_alignment_weights_each_neuron_by_its_effective_weight():
     weights = torch.tensor([2.0, 3.0, 0.5 * 2**0.5], dtype=torch.float64)  # |a_j| ‖θ_j‖
     rho = torch.tensor([1.0, 0.0, 2**-0.5], dtype=torch.float64)
     assert net.weighted_alignment(theta_star) == pytest.approx(float((weights * rho).sum() / weights.sum()))
-    assert net.rescale(torch.tensor([0.3, 2.0, 5.0], dtype=torch.float64)).weighted_alignment(theta_star) == \
-        pytest.approx(net.weighted_alignment(theta_star), rel=1e-12)
+    assert net.rescale(torch.tensor([0.3, 2.0, 5.0], dtype=torch.float64)).weighted_alignment(
+        theta_star
+    ) == pytest.approx(net.weighted_alignment(theta_star), rel=1e-12)

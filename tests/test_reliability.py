@@ -30,6 +30,7 @@ Z = torch.tensor([-2.5, -1.0, -1e-3, 0.0, 1e-3, 0.7, 3.0], dtype=torch.float64)
 
 # --- activations against torch ------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("slope", [0.0, 0.01, 0.2, 0.9])
 def test_leaky_relu_against_torch(slope):
     act = get_activation("leaky_relu", negative_slope=slope)
@@ -60,12 +61,14 @@ def test_relu_power_against_torch(c):
     torch.testing.assert_close(act(Z), positive.pow(c), rtol=1e-14, atol=0)
     first = c * torch.where(Z > 0, positive.pow(c - 1), torch.zeros_like(Z))
     torch.testing.assert_close(act.derivative(Z), first, rtol=1e-14, atol=0)
-    second = torch.where(Z > 0, c * (c - 1) * positive.pow(c - 2) if c != 1 else torch.zeros_like(Z),
-                         torch.zeros_like(Z))
+    second = torch.where(
+        Z > 0, c * (c - 1) * positive.pow(c - 2) if c != 1 else torch.zeros_like(Z), torch.zeros_like(Z)
+    )
     torch.testing.assert_close(act.second_derivative(Z), second, rtol=1e-14, atol=0)
 
 
 # --- the certification gate ---------------------------------------------------------------------
+
 
 def _instance(n=12, m=40, d=5, seed=0):
     teacher = sum_of_single_index(d, 2, link="relu", noise_std=0.1, seed=seed)
@@ -82,8 +85,9 @@ def test_certification_gate_rejects_a_slightly_suboptimal_primal(name):
     direction = torch.linalg.svd(Phi, full_matrices=True).Vh[X.shape[0]]  # keeps Φã = y
 
     def excess(t):
-        return float(flattest_module.orbit_flatness(optimum.effective_a + t * direction, kappa, p)) \
-            / optimum.flatness - 1
+        return (
+            float(flattest_module.orbit_flatness(optimum.effective_a + t * direction, kappa, p)) / optimum.flatness - 1
+        )
 
     # The step t > 0 with excess exactly 1e-4, by bisection: a feasible primal, 1e-4 suboptimal.
     low, high = 0.0, 1.0
@@ -104,6 +108,7 @@ def test_certification_gate_rejects_a_slightly_suboptimal_primal(name):
 
 # --- the negative-curvature round-off threshold -------------------------------------------------
 
+
 def test_negative_curvature_threshold_boundary():
     A = torch.tensor([1.0, 1.0, 1.0], dtype=torch.float64)
     inside = torch.tensor([1.0, 0.5, -0.5 * CURVATURE_ROUNDOFF], dtype=torch.float64)
@@ -116,8 +121,13 @@ def test_negative_curvature_threshold_boundary():
 
 # --- a battery for the fast solver ----------------------------------------------------------------
 
-ACTIVATIONS = [("relu", {}), ("leaky_relu", {"negative_slope": 0.2}), ("quadratic", {}),
-               ("relu_power", {"c": 1.5}), ("relu_power", {"c": 3.0})]
+ACTIVATIONS = [
+    ("relu", {}),
+    ("leaky_relu", {"negative_slope": 0.2}),
+    ("quadratic", {}),
+    ("relu_power", {"c": 1.5}),
+    ("relu_power", {"c": 3.0}),
+]
 #: Draws whose feature matrix has condition number above this may fall back to Clarabel (admissible);
 #: below it the fast path must certify by itself.
 ADMISSIBLE_CONDITION = 1e8
@@ -126,14 +136,30 @@ FALLBACKS = {"admissible": 0, "infeasible": 0, "draws": 0}
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # Found by this battery: exact duplicate columns and tiny scales left the degenerate vertex's dual 1.2e-6 off.
-@example(case=("leaky_relu", {"negative_slope": 0.2}), n=4, ratio=2, noise=0.1, duplicates=2, near=0.0,
-         x_scale=1e-3, y_scale=1e-4, seed=4)
+@example(
+    case=("leaky_relu", {"negative_slope": 0.2}),
+    n=4,
+    ratio=2,
+    noise=0.1,
+    duplicates=2,
+    near=0.0,
+    x_scale=1e-3,
+    y_scale=1e-4,
+    seed=4,
+)
 # Found by this battery: y ~ 1e-4 with absolute interior-point tolerances left a noiseless ReLU uncertified.
 @example(case=("relu", {}), n=4, ratio=2, noise=0.0, duplicates=0, near=0.0, x_scale=1e-3, y_scale=1e-4, seed=0)
-@given(case=st.sampled_from(ACTIVATIONS), n=st.integers(4, 30), ratio=st.integers(2, 5),
-       noise=st.sampled_from([0.0, 0.1, 1.0]), duplicates=st.integers(0, 3),
-       near=st.sampled_from([0.0, 1e-9, 1e-5]), x_scale=st.sampled_from([1e-3, 1.0, 1e3]),
-       y_scale=st.sampled_from([1e-4, 1.0, 1e4]), seed=st.integers(0, 10_000))
+@given(
+    case=st.sampled_from(ACTIVATIONS),
+    n=st.integers(4, 30),
+    ratio=st.integers(2, 5),
+    noise=st.sampled_from([0.0, 0.1, 1.0]),
+    duplicates=st.integers(0, 3),
+    near=st.sampled_from([0.0, 1e-9, 1e-5]),
+    x_scale=st.sampled_from([1e-3, 1.0, 1e3]),
+    y_scale=st.sampled_from([1e-4, 1.0, 1e4]),
+    seed=st.integers(0, 10_000),
+)
 def test_fast_solver_battery(case, n, ratio, noise, duplicates, near, x_scale, y_scale, seed):
     name, params = case
     activation = get_activation(name, **params)
@@ -143,8 +169,9 @@ def test_fast_solver_battery(case, n, ratio, noise, duplicates, near, x_scale, y
     X, y = x_scale * X, y_scale * (y + 0.1)  # + 0.1: never identically zero
     theta = random_directions(ratio * n, d, seed=seed + 2)
     if duplicates:
-        copies = theta[:duplicates] + near * torch.randn(duplicates, d, dtype=torch.float64,
-                                                         generator=torch.Generator().manual_seed(seed))
+        copies = theta[:duplicates] + near * torch.randn(
+            duplicates, d, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)
+        )
         theta = torch.cat([theta, copies])
     FALLBACKS["draws"] += 1
     try:
@@ -167,11 +194,14 @@ def test_fast_solver_battery(case, n, ratio, noise, duplicates, near, x_scale, y
 
 def test_battery_fallbacks_are_counted():
     """Runs after the battery (file order): print how many draws fell back, for the record."""
-    print(f"fast-solver battery: {FALLBACKS['draws']} draws, {FALLBACKS['infeasible']} infeasible (rank < n), "
-          f"{FALLBACKS['admissible']} fell back to Clarabel (condition number > {ADMISSIBLE_CONDITION:.0e})")
+    print(
+        f"fast-solver battery: {FALLBACKS['draws']} draws, {FALLBACKS['infeasible']} infeasible (rank < n), "
+        f"{FALLBACKS['admissible']} fell back to Clarabel (condition number > {ADMISSIBLE_CONDITION:.0e})"
+    )
 
 
 # --- the mirror-descent solver, fast -----------------------------------------------------------
+
 
 def test_mirror_descent_solver_on_a_tiny_quadratic():
     theta, X, y = _instance(n=4, m=8, d=3)
@@ -194,6 +224,7 @@ def test_mirror_descent_solver_on_a_tiny_relu():
 
 
 # --- branches nothing else reaches -------------------------------------------------------------
+
 
 def test_cholesky_failure_in_the_fast_solver_falls_back_to_clarabel(monkeypatch):
     """Both fast paths (dual Newton, interior point) stop at a failed Cholesky; Clarabel then answers."""

@@ -50,8 +50,9 @@ def test_round_trip_and_explicit_activation():
 
 def test_other_architectures_are_rejected_with_the_reason():
     with pytest.raises(FlatbookInputError, match="Linear -> ReLU -> Linear -> ReLU"):
-        TwoLayerNet.from_module(nn.Sequential(nn.Linear(3, 4, bias=False), nn.ReLU(),
-                                              nn.Linear(4, 1, bias=False), nn.ReLU()))
+        TwoLayerNet.from_module(
+            nn.Sequential(nn.Linear(3, 4, bias=False), nn.ReLU(), nn.Linear(4, 1, bias=False), nn.ReLU())
+        )
     with pytest.raises(FlatbookInputError, match="bias=False"):
         TwoLayerNet.from_module(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1, bias=False)))
     with pytest.raises(FlatbookInputError, match="one output"):

@@ -20,8 +20,11 @@ def problem(activation="relu", n=25, m=6, d=3, seed=0, classification=True):
     X = data.X
     y = data.y if classification else X[:, 0] ** 2
     gen = torch.Generator().manual_seed(seed)
-    net = TwoLayerNet(0.5 * torch.randn(m, generator=gen, dtype=torch.float64),
-                      0.5 * torch.randn(m, d, generator=gen, dtype=torch.float64), activation)
+    net = TwoLayerNet(
+        0.5 * torch.randn(m, generator=gen, dtype=torch.float64),
+        0.5 * torch.randn(m, d, generator=gen, dtype=torch.float64),
+        activation,
+    )
     return net, X, y
 
 
@@ -53,8 +56,9 @@ def test_euclidean_fixed_step_is_gradient_descent():
 @pytest.mark.parametrize("outer", ["euclidean", "hyperbolic_entropy", "p_norm"])
 def test_adaptive_steps_decrease_the_loss_to_the_target(outer):
     net, X, y = problem(m=12)
-    run = mirror_descent(net, X, y, outer=outer, target_loss=1e-6, max_steps=5000,
-                         record=lambda current: {"width": current.width})
+    run = mirror_descent(
+        net, X, y, outer=outer, target_loss=1e-6, max_steps=5000, record=lambda current: {"width": current.width}
+    )
     losses = [row["loss"] for row in run.history]
     assert all(b <= a for a, b in zip(losses, losses[1:], strict=False))
     assert run.stopped == "target_loss" and losses[-1] <= 1e-6 < losses[-2]
@@ -106,8 +110,9 @@ def test_sam_takes_the_gradient_at_the_perturbed_point():
     norm = float(torch.sqrt((g_a**2).sum() + (g_t**2).sum()))
     shifted = _state(net.a + 0.05 * g_a / norm, net.theta + 0.05 * g_t / norm, X, y, act, loss)
     s_a, s_t = loss_gradients(shifted, X, y, act, loss)
-    run = mirror_descent(net, X, y, loss="square", step=0.01, adaptive=False, max_steps=1, sam_radius=0.05,
-                         perturbed_steps=1)
+    run = mirror_descent(
+        net, X, y, loss="square", step=0.01, adaptive=False, max_steps=1, sam_radius=0.05, perturbed_steps=1
+    )
     assert torch.allclose(run.net.a, net.a - 0.01 * s_a, rtol=1e-13)
     assert torch.allclose(run.net.theta, net.theta - 0.01 * s_t, rtol=1e-13)
 
@@ -124,7 +129,6 @@ def test_label_noise_perturbs_only_the_noisy_steps_and_is_seeded():
     assert torch.equal(silent.net.a, plain.net.a)
     with pytest.raises(FlatbookInputError, match="pass adaptive=False with a fixed `step`"):
         mirror_descent(net, X, y, loss="square", sam_radius=0.1)
-
 
 
 @pytest.mark.slow
@@ -157,8 +161,13 @@ def test_a_run_stuck_on_a_relu_kink_stops_there_without_blaming_the_gradient():
     generator = torch.Generator().manual_seed(1)
     a = 0.1 * torch.randn(6, generator=generator, dtype=torch.float64)
     theta = 0.1 * torch.randn(6, 10, generator=generator, dtype=torch.float64)
-    run = mirror_descent(TwoLayerNet(a, theta, "relu"), data.X, data.y,
-                         outer=get_potential("hyperbolic_entropy", beta=1.0), max_steps=2_000)
+    run = mirror_descent(
+        TwoLayerNet(a, theta, "relu"),
+        data.X,
+        data.y,
+        outer=get_potential("hyperbolic_entropy", beta=1.0),
+        max_steps=2_000,
+    )
     assert run.stopped == "kink" and run.steps < 2_000, (run.stopped, run.steps)
     assert run.history[-1]["loss"] > 1e-2  # not a minimum: the data are not even separated
     pre = (data.X @ run.net.theta.T).abs() / (data.X.norm(dim=1)[:, None] * run.net.theta.norm(dim=1)[None, :])

@@ -60,8 +60,9 @@ class HomogeneousActivation(Named):
         """σ'(z)², the per-sample factor of the trace's curvature term (book eq. ``eq-trace``)."""
         return self.derivative(z).square()
 
-    def trace_sums(self, z: torch.Tensor, weights: torch.Tensor, a: torch.Tensor | None = None,
-                   y: torch.Tensor | None = None):
+    def trace_sums(
+        self, z: torch.Tensor, weights: torch.Tensor, a: torch.Tensor | None = None, y: torch.Tensor | None = None
+    ):
         """Per-neuron sums of the trace (book eq. ``eq-trace``) over a block z of pre-activations (rows ×
         neurons), with weights_i = ‖x_i‖²: (Σ_i σ(z_ij)², Σ_i w_i σ'(z_ij)², Σ_i r_i w_i σ''(z_ij)), where
         r = σ(z) a − y are the residuals; the third is None without ``a`` and ``y``, and for c = 1, where
@@ -95,8 +96,7 @@ class LeakyReLU(HomogeneousActivation):
     def __init__(self, negative_slope: float = 0.01, name: str = "leaky_relu"):
         if not (math.isfinite(negative_slope) and 0.0 <= negative_slope < 1.0):
             raise FlatbookInputError(
-                f"negative_slope must lie in [0, 1), got {negative_slope!r}; "
-                "0 gives the ReLU, 0.01 is torch's default."
+                f"negative_slope must lie in [0, 1), got {negative_slope!r}; 0 gives the ReLU, 0.01 is torch's default."
             )
         self.negative_slope = float(negative_slope)
         self.name = name
@@ -206,8 +206,11 @@ class ReLUPower(HomogeneousActivation):
 
     def gaussian_moments(self):
         c = self.degree
-        return (_half_gaussian_moment(2 * c), c**2 * _half_gaussian_moment(2 * c - 2),
-                c**2 * _half_gaussian_moment(2 * c))
+        return (
+            _half_gaussian_moment(2 * c),
+            c**2 * _half_gaussian_moment(2 * c - 2),
+            c**2 * _half_gaussian_moment(2 * c),
+        )
 
     def params(self):
         return {"c": self.degree}
@@ -234,12 +237,8 @@ def get_activation(name, **params) -> HomogeneousActivation:
             raise FlatbookInputError("pass parameters only together with an activation name.")
         return name
     if name not in _REGISTRY:
-        raise FlatbookInputError(
-            f"unknown activation {name!r}; choose one of {', '.join(ACTIVATION_NAMES)}."
-        )
+        raise FlatbookInputError(f"unknown activation {name!r}; choose one of {', '.join(ACTIVATION_NAMES)}.")
     try:
         return _REGISTRY[name](**params)
     except TypeError as exc:
-        raise FlatbookInputError(
-            f"activation {name!r} does not take parameters {sorted(params)}: {exc}"
-        ) from exc
+        raise FlatbookInputError(f"activation {name!r} does not take parameters {sorted(params)}: {exc}") from exc

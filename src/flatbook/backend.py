@@ -17,8 +17,16 @@ import torch
 
 from .errors import FlatbookInputError
 
-__all__ = ["DTYPE", "default_device", "as_tensor", "check_data", "check_binary_labels", "is_count", "row_chunks",
-           "lstsq_driver"]
+__all__ = [
+    "DTYPE",
+    "default_device",
+    "as_tensor",
+    "check_data",
+    "check_binary_labels",
+    "is_count",
+    "row_chunks",
+    "lstsq_driver",
+]
 
 #: every tensor of the package is float64
 DTYPE = torch.float64
@@ -32,8 +40,7 @@ def default_device() -> torch.device:
             device = torch.device(requested)
         except RuntimeError as exc:
             raise FlatbookInputError(
-                f"FLATBOOK_DEVICE={requested!r} is not a torch device; "
-                "use e.g. 'cpu', 'cuda' or 'cuda:0'."
+                f"FLATBOOK_DEVICE={requested!r} is not a torch device; use e.g. 'cpu', 'cuda' or 'cuda:0'."
             ) from exc
         if device.type == "cuda" and not torch.cuda.is_available():
             raise FlatbookInputError(
@@ -55,12 +62,9 @@ def as_tensor(value, name: str, *, ndim: int | None = None, device=None) -> torc
     if isinstance(value, torch.Tensor):
         tensor = value.to(dtype=DTYPE, device=device or value.device)
     else:
-        tensor = torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=DTYPE,
-                                 device=device or default_device())
+        tensor = torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=DTYPE, device=device or default_device())
     if ndim is not None and tensor.ndim != ndim:
-        raise FlatbookInputError(
-            f"{name} must have {ndim} dimension(s), got shape {tuple(tensor.shape)}."
-        )
+        raise FlatbookInputError(f"{name} must have {ndim} dimension(s), got shape {tuple(tensor.shape)}.")
     if not torch.isfinite(tensor).all():
         bad = int((~torch.isfinite(tensor)).sum())
         raise FlatbookInputError(
@@ -76,15 +80,13 @@ def check_data(X, y, d: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     y = as_tensor(y, "y", ndim=1, device=X.device)
     if X.shape[0] != y.shape[0]:
         raise FlatbookInputError(
-            f"X has {X.shape[0]} rows but y has {y.shape[0]} entries; "
-            "they must describe the same n samples."
+            f"X has {X.shape[0]} rows but y has {y.shape[0]} entries; they must describe the same n samples."
         )
     if X.shape[0] == 0:
         raise FlatbookInputError("X and y are empty; pass at least one sample.")
     if d is not None and X.shape[1] != d:
         raise FlatbookInputError(
-            f"X has {X.shape[1]} columns but the network's inner weights have d = {d}; "
-            "the input dimension must match."
+            f"X has {X.shape[1]} columns but the network's inner weights have d = {d}; the input dimension must match."
         )
     return X, y
 
@@ -94,7 +96,8 @@ def check_binary_labels(y: torch.Tensor, why: str) -> None:
     if not bool(((y == 1) | (y == -1)).all()):
         raise FlatbookInputError(
             f"{why} needs labels in {{-1, +1}}; got values such as {sorted(set(y.unique().tolist()))[:5]}. "
-            "Map the classes to ±1 first.")
+            "Map the classes to ±1 first."
+        )
 
 
 def is_count(value, minimum: int) -> bool:

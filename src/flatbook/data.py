@@ -103,8 +103,14 @@ class MultiIndexModel:
     unit vector orthogonal to Θ* (the module docstring says why this is pure approximation error).
     """
 
-    def __init__(self, theta_star, link: Callable[[torch.Tensor], torch.Tensor], noise_std: float = 0.0,
-                 residual_std: float = 0.0, residual_direction=None):
+    def __init__(
+        self,
+        theta_star,
+        link: Callable[[torch.Tensor], torch.Tensor],
+        noise_std: float = 0.0,
+        residual_std: float = 0.0,
+        residual_direction=None,
+    ):
         theta_star = as_tensor(theta_star, "theta_star")
         if theta_star.ndim == 1:
             theta_star = theta_star[None, :]
@@ -129,13 +135,20 @@ class MultiIndexModel:
         self.residual_direction = None
         if residual_std > 0:
             if residual_direction is None:
-                raise FlatbookInputError("residual_std > 0 needs a residual_direction (a unit vector orthogonal "
-                                         "to theta_star), e.g. orthogonal_direction(theta_star, seed).")
+                raise FlatbookInputError(
+                    "residual_std > 0 needs a residual_direction (a unit vector orthogonal "
+                    "to theta_star), e.g. orthogonal_direction(theta_star, seed)."
+                )
             v = as_tensor(residual_direction, "residual_direction", ndim=1, device=theta_star.device)
-            if v.shape[0] != theta_star.shape[1] or abs(float(v.norm()) - 1) > 1e-10 \
-                    or float((theta_star @ v).abs().max()) > 1e-10:
-                raise FlatbookInputError("residual_direction must be a unit vector of length d orthogonal to "
-                                         "every row of theta_star; orthogonal_direction(theta_star, seed) makes one.")
+            if (
+                v.shape[0] != theta_star.shape[1]
+                or abs(float(v.norm()) - 1) > 1e-10
+                or float((theta_star @ v).abs().max()) > 1e-10
+            ):
+                raise FlatbookInputError(
+                    "residual_direction must be a unit vector of length d orthogonal to "
+                    "every row of theta_star; orthogonal_direction(theta_star, seed) makes one."
+                )
             self.residual_direction = v
 
     @property
@@ -189,7 +202,7 @@ def orthogonal_direction(theta_star, seed: int = 0) -> torch.Tensor:
     if k >= d:
         raise FlatbookInputError(f"the teacher's {k} directions span R^{d}: no direction is orthogonal to them.")
     # the d Gaussian draws after the d·k that random_orthonormal(k, d, seed) used for Θ*: independent of them
-    g = torch.randn(d * k + d, generator=_generator(seed), dtype=DTYPE)[d * k:].to(theta_star.device)
+    g = torch.randn(d * k + d, generator=_generator(seed), dtype=DTYPE)[d * k :].to(theta_star.device)
     for _ in range(2):  # Gram-Schmidt twice: orthogonal to rounding error
         g = g - theta_star.T @ (theta_star @ g)
     return g / g.norm()
@@ -200,8 +213,9 @@ def single_index(d: int, link="relu", noise_std: float = 0.0, seed: int = 0) -> 
     return MultiIndexModel(random_orthonormal(1, d, seed), SumOfRidges(link, 1), noise_std)
 
 
-def sum_of_single_index(d: int, k: int, link="relu", noise_std: float = 0.0, seed: int = 0,
-                        residual_std: float = 0.0) -> MultiIndexModel:
+def sum_of_single_index(
+    d: int, k: int, link="relu", noise_std: float = 0.0, seed: int = 0, residual_std: float = 0.0
+) -> MultiIndexModel:
     """y = Σ_k g_k(⟨θ*_k, x⟩) + ξ; ``link`` is one name/callable for all k, or a list of k.
 
     ``residual_std`` = η > 0 adds the orthogonal residual η He₃(⟨v, x⟩)/√6 (eq. ``eq-residual``)
@@ -226,7 +240,7 @@ class PopulationLoss:
     value: float
     stderr: float
     bayes_risk: float
-    n_test: int           #: Monte Carlo samples (0 when exact)
+    n_test: int  #: Monte Carlo samples (0 when exact)
     method: str = "monte carlo"
 
     @property
@@ -299,13 +313,15 @@ def _exact_population_loss(net, model: MultiIndexModel, chunk: int | None = None
     else:
         terms = _ridge_terms(model)
         cross = sum(float(a @ gaussian_kernel(act, theta, g, v[None, :].to(theta))[:, 0]) for g, v in terms)
-        teacher = sum(float(gaussian_kernel(g1, v1[None, :], g2, v2[None, :])[0, 0])
-                      for g1, v1 in terms for g2, v2 in terms)
+        teacher = sum(
+            float(gaussian_kernel(g1, v1[None, :], g2, v2[None, :])[0, 0]) for g1, v1 in terms for g2, v2 in terms
+        )
     return max(quadratic - 2.0 * cross + teacher, 0.0) + model.approximation_error + model.bayes_risk
 
 
-def population_loss(net, model: MultiIndexModel, n_test: int = 200_000, seed: int = 12345,
-                    chunk: int = 20_000, method: str = "auto") -> PopulationLoss:
+def population_loss(
+    net, model: MultiIndexModel, n_test: int = 200_000, seed: int = 12345, chunk: int = 20_000, method: str = "auto"
+) -> PopulationLoss:
     """F(w) = E (h(w,x) − f*(Θ*x))² + τ² for x ~ N(0, I).
 
     ``method="auto"`` (default) computes it exactly whenever the network's activation and the
@@ -322,8 +338,9 @@ def population_loss(net, model: MultiIndexModel, n_test: int = 200_000, seed: in
     if method != "monte carlo" and exact_population_loss_available(net, model):
         return PopulationLoss(_exact_population_loss(net, model), 0.0, model.bayes_risk, 0, "exact")
     if method == "exact":
-        raise FlatbookInputError(f"no closed form for {net.activation!r} against the teacher {model!r}; "
-                                 "use method='monte carlo'.")
+        raise FlatbookInputError(
+            f"no closed form for {net.activation!r} against the teacher {model!r}; use method='monte carlo'."
+        )
     if not (isinstance(n_test, int) and n_test >= 2):
         raise FlatbookInputError(f"n_test must be an int >= 2 (for a standard error), got {n_test!r}.")
     gen = _generator(seed)
@@ -350,8 +367,7 @@ class LabelledData:
     description: str
 
 
-def teacher_student_classification(d: int, n: int, k: int = 3, n_test: int = 5_000,
-                                   seed: int = 0) -> LabelledData:
+def teacher_student_classification(d: int, n: int, k: int = 3, n_test: int = 5_000, seed: int = 0) -> LabelledData:
     """Labels y = sign(Σ_k s_k ReLU(⟨θ*_k, x⟩) − b) of a ReLU teacher with k orthonormal neurons.
 
     The signs s_k alternate (+, −, +, ...) and b is the median of the teacher's
@@ -369,8 +385,9 @@ def teacher_student_classification(d: int, n: int, k: int = 3, n_test: int = 5_0
     teacher = torch.relu(X @ theta_star.T) @ signs
     y = torch.sign(teacher - torch.median(teacher[:n]))
     y[y == 0] = 1.0
-    return LabelledData(X[:n], y[:n], X[n:], y[n:],
-                        f"ReLU teacher with {k} neurons (signs {signs.tolist()}), d={d}, n={n}")
+    return LabelledData(
+        X[:n], y[:n], X[n:], y[n:], f"ReLU teacher with {k} neurons (signs {signs.tolist()}), d={d}, n={n}"
+    )
 
 
 def digits_parity(n_train: int = 1_000, seed: int = 0) -> LabelledData:
@@ -393,5 +410,10 @@ def digits_parity(n_train: int = 1_000, seed: int = 0) -> LabelledData:
     scale = (X[:n_train] - mean).std()
     X = ((X - mean) / scale).to(default_device())
     y = y.to(X.device)
-    return LabelledData(X[:n_train], y[:n_train], X[n_train:], y[n_train:],
-                        f"digits even vs odd, {n_train} training and {len(labels) - n_train} test images")
+    return LabelledData(
+        X[:n_train],
+        y[:n_train],
+        X[n_train:],
+        y[n_train:],
+        f"digits even vs odd, {n_train} training and {len(labels) - n_train} test images",
+    )

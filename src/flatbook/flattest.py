@@ -69,19 +69,19 @@ __all__ = [
 class FlattestResult:
     """Solution of the flattest-interpolator program for fixed inner weights ``theta``."""
 
-    a: torch.Tensor            #: outer weights for the given ``theta`` (a_j = ã_j / ‖θ_j‖^c)
-    net: TwoLayerNet           #: TwoLayerNet(a, theta, activation)
-    flatness: float            #: Υ(net) = Σ_j κ_j |ã_j|^p
-    dual: torch.Tensor         #: dual variable λ (n,)
-    lower_bound: float         #: dual objective g(λ) ≤ Υ of every interpolator with these directions
-    status: str                #: solver status ("optimal" after certification)
+    a: torch.Tensor  #: outer weights for the given ``theta`` (a_j = ã_j / ‖θ_j‖^c)
+    net: TwoLayerNet  #: TwoLayerNet(a, theta, activation)
+    flatness: float  #: Υ(net) = Σ_j κ_j |ã_j|^p
+    dual: torch.Tensor  #: dual variable λ (n,)
+    lower_bound: float  #: dual objective g(λ) ≤ Υ of every interpolator with these directions
+    status: str  #: solver status ("optimal" after certification)
     effective_a: torch.Tensor  #: ã_j = a_j ‖θ_j‖^c
-    kappa: torch.Tensor        #: flatness weights κ_j
-    p: float                   #: exponent 2c/(c+1)
-    residual: float            #: max_i |h(x_i) − y_i|
-    duality_gap: float         #: (flatness − lower_bound) / flatness
-    condition_number: float    #: σ_max(Φ) / σ_min(Φ) of the n×m feature matrix
-    solver: str                #: "newton" or the cvxpy solver that produced the solution
+    kappa: torch.Tensor  #: flatness weights κ_j
+    p: float  #: exponent 2c/(c+1)
+    residual: float  #: max_i |h(x_i) − y_i|
+    duality_gap: float  #: (flatness − lower_bound) / flatness
+    condition_number: float  #: σ_max(Φ) / σ_min(Φ) of the n×m feature matrix
+    solver: str  #: "newton" or the cvxpy solver that produced the solution
 
     @property
     def support_size(self) -> int:
@@ -260,8 +260,10 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80, vertex=None, start=
 
     if start is not None:
         if start.x.shape != (2 * m,) or start.s.shape != (2 * m,) or start.lam.shape != (n,):
-            raise ValueError(f"the start point is for {start.x.shape[0] // 2} columns and "
-                             f"{start.lam.shape[0]} samples, the program has {m} and {n}")
+            raise ValueError(
+                f"the start point is for {start.x.shape[0] // 2} columns and "
+                f"{start.lam.shape[0]} samples, the program has {m} and {n}"
+            )
         x, s, lam = start
     else:  # Mehrotra's starting point: least-norm x, λ = 0 (A c = 0 here), shifted to the interior.
         gram = _weighted_gram(Phi)
@@ -288,8 +290,12 @@ def _lp_interior_point(Phi, y, kappa, tol=1e-9, max_iter=80, vertex=None, start=
         mu = float(x @ s) / (2 * m)
         primal, dual = float(r_primal.norm()) / scale_b, float(r_dual.norm()) / scale_c
         gap = float(x @ s) / (1.0 + abs(float(c @ x)))
-        if (restart_factor is not None and restart is None and iteration > 0
-                and max(primal, dual, gap) < restart_factor * tol):
+        if (
+            restart_factor is not None
+            and restart is None
+            and iteration > 0
+            and max(primal, dual, gap) < restart_factor * tol
+        ):
             restart = InteriorPointIterate(x, s, lam)
         if (start is None or iteration > 0) and dual < tol and gap < tol and (primal < tol or primal > best_primal):
             break
@@ -333,13 +339,17 @@ def _solve_newton(Phi, y, kappa, p, residual_tol):
         lam, residual = _dual_newton(_dual_start(Phi, y, kappa, p), Phi, y, kappa, p, 1e-3 * residual_tol)
         status = "optimal" if residual <= residual_tol else f"dual Newton stalled at residual {residual:.1e}"
         return _primal_from_dual(lam, Phi, kappa, p), lam, status
-    lam, primal, vertex, _ = _lp_interior_point(Phi, y, kappa, vertex=lambda lam: _exact_vertex(lam, Phi, y, kappa,
-                                                                                          tight_tols=()))
+    lam, primal, vertex, _ = _lp_interior_point(
+        Phi, y, kappa, vertex=lambda lam: _exact_vertex(lam, Phi, y, kappa, tight_tols=())
+    )
     if vertex is None:
         vertex = _exact_vertex(lam, Phi, y, kappa, primal=primal, crossover=True)
     if vertex is None:
-        return torch.zeros(Phi.shape[1], dtype=Phi.dtype, device=Phi.device), lam, \
-            "the interior-point dual did not identify an optimal vertex"
+        return (
+            torch.zeros(Phi.shape[1], dtype=Phi.dtype, device=Phi.device),
+            lam,
+            "the interior-point dual did not identify an optimal vertex",
+        )
     return vertex[0], vertex[1], "optimal"
 
 
@@ -394,8 +404,9 @@ def _l1_simplex(S, signs, Phi, y, kappa, max_pivots: int):
         ratio = v.abs() / kappa
         scaled = lam / max(1.0, float(ratio.max()))  # the basic columns' ratios are 1 up to round-off
         primal, dual = float((kappa[S] * a_S.abs()).sum()), float(scaled @ y)
-        if (abs(primal - dual) <= 1e-9 * primal
-                and float((Phi[:, S] @ a_S - y).abs().max()) <= 1e-10 * float(y.abs().max())):
+        if abs(primal - dual) <= 1e-9 * primal and float((Phi[:, S] @ a_S - y).abs().max()) <= 1e-10 * float(
+            y.abs().max()
+        ):
             a = torch.zeros(Phi.shape[1], dtype=Phi.dtype, device=Phi.device)
             a[S] = a_S
             return a, scaled
@@ -406,7 +417,7 @@ def _l1_simplex(S, signs, Phi, y, kappa, max_pivots: int):
             return None  # dual feasible to round-off yet not certified: an ill-conditioned basis
         j = int(violated[0]) if degenerate else int(torch.argmax(ratio))
         t = torch.sign(v[j])
-        d = t * torch.linalg.lu_solve(*lu, Phi[:, j:j + 1])[:, 0]
+        d = t * torch.linalg.lu_solve(*lu, Phi[:, j : j + 1])[:, 0]
         # The entries that move towards zero; a pivot on a |d_k| at round-off level would make the basis singular.
         crossing = torch.nonzero((signs * d > 0) & (d.abs() > 1e-9 * float(d.abs().max()))).squeeze(1)
         if crossing.numel() == 0:
@@ -414,8 +425,9 @@ def _l1_simplex(S, signs, Phi, y, kappa, max_pivots: int):
         crossing = crossing[torch.argsort(S[crossing])]  # ties in column order (Bland)
         theta = (a_S[crossing] / d[crossing]).clamp(min=0.0)
         order = torch.argsort(theta, stable=True)
-        slope = float(kappa[j] - v[j].abs()) + torch.cumsum(2.0 * kappa[S][crossing[order]]
-                                                            * d[crossing[order]].abs(), 0)
+        slope = float(kappa[j] - v[j].abs()) + torch.cumsum(
+            2.0 * kappa[S][crossing[order]] * d[crossing[order]].abs(), 0
+        )
         first = int(torch.nonzero(slope >= 0)[0, 0]) if bool((slope >= 0).any()) else -1
         if degenerate and float(theta[order[0]]) == 0.0:
             first = 0  # Bland: the first tied column leaves
@@ -425,8 +437,7 @@ def _l1_simplex(S, signs, Phi, y, kappa, max_pivots: int):
     return None
 
 
-def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swaps: int = 4,
-                  crossover: bool = False):
+def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swaps: int = 4, crossover: bool = False):
     """The optimal vertex of the p = 1 program identified from an approximate dual λ, or None.
 
     Complementary slackness: ã_j ≠ 0 only where the dual constraint is tight,
@@ -457,8 +468,9 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swap
     heaviest = None
     if found is None and primal is not None:
         heaviest = torch.argsort(primal.abs(), descending=True)
-        candidates = [heaviest[:n]] + [torch.cat([heaviest[:n - 1], heaviest[k:k + 1]])
-                                       for k in range(n, n + swaps) if k < heaviest.shape[0]]
+        candidates = [heaviest[:n]] + [
+            torch.cat([heaviest[: n - 1], heaviest[k : k + 1]]) for k in range(n, n + swaps) if k < heaviest.shape[0]
+        ]
         for S in candidates:
             found = _basis_vertex(S, torch.sign(primal[S]), Phi, y, kappa)
             if found is not None:
@@ -483,8 +495,12 @@ def _exact_vertex(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swap
             # |φ_jᵀλ| = κ_j where ã_j ≠ 0 (complementary slackness), then scale it into the feasible set.
             P = torch.nonzero(T).squeeze(1)[b > 0]
             target = kappa[P] * signs[b > 0]
-            lam = lam + torch.linalg.lstsq(Phi[:, P].T, (target - Phi[:, P].T @ lam)[:, None],
-                                           driver=lstsq_driver(Phi)).solution[:, 0]
+            lam = (
+                lam
+                + torch.linalg.lstsq(
+                    Phi[:, P].T, (target - Phi[:, P].T @ lam)[:, None], driver=lstsq_driver(Phi)
+                ).solution[:, 0]
+            )
             return a, _into_dual_feasible(lam, Phi, kappa)
     if crossover:  # from the first basis tried above: the primal's heaviest columns, else the dual's tightest
         start, hint = (heaviest[:n], primal) if heaviest is not None else (tightest, v)
@@ -550,8 +566,10 @@ def _check_rank(Phi, activation, d):
     if rank < n:
         hint = ""
         if activation.name == "quadratic":
-            hint = (f" Quadratic features σ(⟨u, x⟩) = uᵀ x xᵀ u span at most d(d+1)/2 = "
-                    f"{d * (d + 1) // 2} dimensions, so they cannot interpolate more samples than that.")
+            hint = (
+                f" Quadratic features σ(⟨u, x⟩) = uᵀ x xᵀ u span at most d(d+1)/2 = "
+                f"{d * (d + 1) // 2} dimensions, so they cannot interpolate more samples than that."
+            )
         raise InfeasibleInterpolationError(
             f"the feature matrix Φ (n={n}, m={m}) has rank {rank} < n (singular values below "
             f"1e-7 σ_max count as zero), so generic labels cannot be interpolated.{hint} "
@@ -582,9 +600,17 @@ def certify(a_eff, lam, Phi, y, kappa, p, residual_tol: float, gap_tol: float, c
     return flatness, lower_bound, residual, gap
 
 
-def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "auto",
-                           solver_options: dict | None = None, residual_tol: float = 1e-8,
-                           gap_tol: float = 1e-6) -> FlattestResult:
+def flattest_outer_weights(
+    theta,
+    X,
+    y,
+    activation="relu",
+    *,
+    solver: str = "auto",
+    solver_options: dict | None = None,
+    residual_tol: float = 1e-8,
+    gap_tol: float = 1e-6,
+) -> FlattestResult:
     """The outer weights minimising Υ among all interpolators with the inner directions of ``theta``.
 
     ``theta`` (m, d) may have rows of any (non-zero) norm; by the symmetry only
@@ -628,8 +654,12 @@ def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "aut
             status = "optimal"
         else:
             solver, fallback = "CLARABEL", f" (Clarabel after Newton: {newton_status})"
-            warnings.warn(f"the fast solver did not certify ({newton_status}); solving with Clarabel instead, "
-                          "which is slower (result.status records this)", SolverFallbackWarning, stacklevel=2)
+            warnings.warn(
+                f"the fast solver did not certify ({newton_status}); solving with Clarabel instead, "
+                "which is slower (result.status records this)",
+                SolverFallbackWarning,
+                stacklevel=2,
+            )
     if status is None:
         a_act, lam, cvx_status = _solve_cvxpy(Phi_u, y_u, kappa_u, p, solver, solver_options or {})
         if p == 1.0:
@@ -646,9 +676,18 @@ def flattest_outer_weights(theta, X, y, activation="relu", *, solver: str = "aut
     flatness, lower_bound, residual, gap = certify(a_eff, lam, Phi, y, kappa, p, residual_tol, gap_tol, condition)
     a = a_eff / torch.linalg.vector_norm(theta, dim=1) ** activation.degree
     return FlattestResult(
-        a=a, net=TwoLayerNet(a, theta, activation), flatness=flatness, dual=lam,
-        lower_bound=lower_bound, status=status, solver=solver,
-        effective_a=a_eff, kappa=kappa, p=p, residual=residual, duality_gap=gap,
+        a=a,
+        net=TwoLayerNet(a, theta, activation),
+        flatness=flatness,
+        dual=lam,
+        lower_bound=lower_bound,
+        status=status,
+        solver=solver,
+        effective_a=a_eff,
+        kappa=kappa,
+        p=p,
+        residual=residual,
+        duality_gap=gap,
         condition_number=condition,
     )
 

@@ -38,17 +38,27 @@ __all__ = ["MirrorSolution", "flattest_by_mirror_descent"]
 class MirrorSolution:
     """The outer weights mirror descent reached, their flatness and a dual lower bound."""
 
-    net: TwoLayerNet           #: unit directions with the outer weights reached
+    net: TwoLayerNet  #: unit directions with the outer weights reached
     effective_a: torch.Tensor  #: ã (= a, the directions being unit vectors)
-    flatness: float            #: Σ_j κ_j |ã_j|^p
-    lower_bound: float         #: dual objective at the dual point read off the iterate
-    residual: float            #: max_i |Φ ã − y|_i
-    run: TrainingRun           #: the trajectory (``record`` rows included)
+    flatness: float  #: Σ_j κ_j |ã_j|^p
+    lower_bound: float  #: dual objective at the dual point read off the iterate
+    residual: float  #: max_i |Φ ã − y|_i
+    run: TrainingRun  #: the trajectory (``record`` rows included)
 
 
-def flattest_by_mirror_descent(theta, X, y, activation="relu", *, beta: float = 1e-6,
-                               target_loss: float = 1e-20, max_steps: int = 200_000, step: float = 1.0,
-                               n_logs: int = 60, record=None) -> MirrorSolution:
+def flattest_by_mirror_descent(
+    theta,
+    X,
+    y,
+    activation="relu",
+    *,
+    beta: float = 1e-6,
+    target_loss: float = 1e-20,
+    max_steps: int = 200_000,
+    step: float = 1.0,
+    n_logs: int = 60,
+    record=None,
+) -> MirrorSolution:
     """Mirror descent on the outer weights from zero with the potential Σ_j κ_j r(a_j) of the flattest program.
 
     r = |a|^p/p for p = 2c/(c+1) > 1, and the hyperbolic entropy of scale
@@ -63,14 +73,27 @@ def flattest_by_mirror_descent(theta, X, y, activation="relu", *, beta: float = 
     units = theta / torch.linalg.vector_norm(theta, dim=1, keepdim=True)
     kappa = unit_flatness_weights(units, X, activation)
     if not bool((kappa > 0).all()):
-        raise FlatbookInputError(f"{int((kappa <= 0).sum())} direction(s) are silent on every sample "
-                                 "(κ_j = 0); drop them before calling the mirror-descent solver.")
+        raise FlatbookInputError(
+            f"{int((kappa <= 0).sum())} direction(s) are silent on every sample "
+            "(κ_j = 0); drop them before calling the mirror-descent solver."
+        )
     p = activation.p
     base = get_potential("p_norm", p=p) if p > 1 else get_potential("hyperbolic_entropy", beta=beta)
     potential = Weighted(base, kappa)
     start = TwoLayerNet(torch.zeros_like(kappa), units, activation)
-    run = mirror_descent(start, X, y, loss="square", outer=potential, train_inner=False, step=step,
-                         target_loss=target_loss, max_steps=max_steps, n_logs=n_logs, record=record)
+    run = mirror_descent(
+        start,
+        X,
+        y,
+        loss="square",
+        outer=potential,
+        train_inner=False,
+        step=step,
+        target_loss=target_loss,
+        max_steps=max_steps,
+        n_logs=n_logs,
+        record=record,
+    )
     a = run.net.a
     Phi = feature_matrix(units, X, activation)
     mu = torch.linalg.lstsq(Phi.T, potential.mirror_map(a)).solution  # ∇R(a) = Φᵀμ
@@ -78,6 +101,11 @@ def flattest_by_mirror_descent(theta, X, y, activation="relu", *, beta: float = 
         lam = p * mu
     else:  # scale μ into the dual feasible set |Φᵀλ| ≤ κ
         lam = mu / float(((Phi.T @ mu).abs() / kappa).max())
-    return MirrorSolution(net=run.net, effective_a=a, flatness=float(orbit_flatness(a, kappa, p)),
-                          lower_bound=dual_objective(lam, Phi, y, kappa, p),
-                          residual=float((Phi @ a - y).abs().max()), run=run)
+    return MirrorSolution(
+        net=run.net,
+        effective_a=a,
+        flatness=float(orbit_flatness(a, kappa, p)),
+        lower_bound=dual_objective(lam, Phi, y, kappa, p),
+        residual=float((Phi @ a - y).abs().max()),
+        run=run,
+    )

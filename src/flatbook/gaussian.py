@@ -53,8 +53,15 @@ def _kind(activation: HomogeneousActivation) -> tuple[str, float]:
     return "other", 0.0
 
 
-_PAIRS = {("leaky", "leaky"), ("quadratic", "quadratic"), ("relu2", "relu2"), ("quadratic", "leaky"),
-          ("leaky", "quadratic"), ("quadratic", "relu2"), ("relu2", "quadratic")}
+_PAIRS = {
+    ("leaky", "leaky"),
+    ("quadratic", "quadratic"),
+    ("relu2", "relu2"),
+    ("quadratic", "leaky"),
+    ("leaky", "quadratic"),
+    ("quadratic", "relu2"),
+    ("relu2", "quadratic"),
+}
 
 
 def kernel_available(first: HomogeneousActivation, second: HomogeneousActivation) -> bool:
@@ -68,8 +75,9 @@ def hermite3_vanishes(activation: HomogeneousActivation) -> bool:
     return _kind(activation)[0] in ("leaky", "quadratic")
 
 
-def gaussian_kernel(first: HomogeneousActivation, U: torch.Tensor, second: HomogeneousActivation,
-                    V: torch.Tensor) -> torch.Tensor:
+def gaussian_kernel(
+    first: HomogeneousActivation, U: torch.Tensor, second: HomogeneousActivation, V: torch.Tensor
+) -> torch.Tensor:
     """K_jk = E σ₁(⟨u_j, x⟩) σ₂(⟨v_k, x⟩) for x ~ N(0, I) (eq. ``eq-gaussian-kernels``), shape (len U, len V)."""
     (kind1, s), (kind2, t) = _kind(first), _kind(second)
     if (kind1, kind2) not in _PAIRS:
@@ -121,8 +129,11 @@ def hermite_moment(activation: HomogeneousActivation, k: int) -> float:
     kind, slope = _kind(activation)
     even = k % 2 == 0
     if kind == "leaky":  # (scale, E g^j × the part's shape): h_k = scale Σ_j coef_j moment(j)
-        scale, moment = ((1.0 - slope) / 2.0, lambda j: _abs_moment(j + 1)) if even else \
-            ((1.0 + slope) / 2.0, lambda j: _moment(j + 1))
+        scale, moment = (
+            ((1.0 - slope) / 2.0, lambda j: _abs_moment(j + 1))
+            if even
+            else ((1.0 + slope) / 2.0, lambda j: _moment(j + 1))
+        )
     elif kind == "relu2":
         scale, moment = (0.5, lambda j: _moment(j + 2)) if even else (0.5, lambda j: _abs_moment(j + 2))
     elif kind == "quadratic":

@@ -76,29 +76,29 @@ class Atoms(NamedTuple):
     """The distinct directions of a flattest interpolator and the total effective weight on each."""
 
     directions: torch.Tensor  #: (K, d) unit rows
-    weights: torch.Tensor     #: (K,) A_u = Σ of ã_j over the neurons with direction u
+    weights: torch.Tensor  #: (K,) A_u = Σ of ã_j over the neurons with direction u
 
 
 @dataclass
 class FlattestInterpolator:
     """The result of :func:`flattest_interpolator`: a network, its Υ and bounds on Υ*(width)."""
 
-    net: TwoLayerNet | None   #: exactly ``width`` neurons, interpolating; None below the atom count
-    upper: float              #: Υ(net) = min_flatness(net, X, y), an upper bound on Υ*(width) (inf if no net)
-    lower: float              #: a proven lower bound on Υ of every admissible width-``width`` interpolator
-    lower_estimate: float     #: the bound implied by the largest pricing ratio found (an estimate if heuristic)
-    certified: bool           #: (upper − lower) / upper ≤ tol
-    gap: float                #: (upper − lower) / upper
-    atoms: Atoms              #: distinct directions and their total weights (the measure's atoms)
-    status: str               #: what happened, in words
-    width: int                #: m
-    p: float                  #: 2c/(c+1)
-    measure_value: float      #: V of the atoms returned: Σ κ(u)^{1/p}|A_u| (≥ V*)
-    measure_lower: float      #: proven lower bound on V*
+    net: TwoLayerNet | None  #: exactly ``width`` neurons, interpolating; None below the atom count
+    upper: float  #: Υ(net) = min_flatness(net, X, y), an upper bound on Υ*(width) (inf if no net)
+    lower: float  #: a proven lower bound on Υ of every admissible width-``width`` interpolator
+    lower_estimate: float  #: the bound implied by the largest pricing ratio found (an estimate if heuristic)
+    certified: bool  #: (upper − lower) / upper ≤ tol
+    gap: float  #: (upper − lower) / upper
+    atoms: Atoms  #: distinct directions and their total weights (the measure's atoms)
+    status: str  #: what happened, in words
+    width: int  #: m
+    p: float  #: 2c/(c+1)
+    measure_value: float  #: V of the atoms returned: Σ κ(u)^{1/p}|A_u| (≥ V*)
+    measure_lower: float  #: proven lower bound on V*
     measure_lower_estimate: float  #: the lower bound on V* implied by the largest pricing ratio found
-    pricing: str              #: how sup G_λ is bounded: "exact" (on the admissible set), "superset" (exact on
+    pricing: str  #: how sup G_λ is bounded: "exact" (on the admissible set), "superset" (exact on
     #: the whole sphere, d ≤ 3), "bound" (eq. ``eq-pricing-bound`` or ``eq-quadratic-bound``)
-    rounds: int               #: column-generation rounds run
+    rounds: int  #: column-generation rounds run
     #: per round: master value (approximate where ``master_exact`` is False), bounds, columns
     history: list[dict] = field(default_factory=list)
     activation: HomogeneousActivation | None = None
@@ -111,13 +111,25 @@ class FlattestInterpolator:
             raise FlatbookInputError(f"width must be a positive int, got {width!r}.")
         width = int(width)
         status = self.status.split("; width")[0]
-        return _assemble(self.atoms, X, y, self.activation, width, self.measure_lower,
-                         self.measure_lower_estimate, self.tol, status, self.pricing, self.rounds, self.history)
+        return _assemble(
+            self.atoms,
+            X,
+            y,
+            self.activation,
+            width,
+            self.measure_lower,
+            self.measure_lower_estimate,
+            self.tol,
+            status,
+            self.pricing,
+            self.rounds,
+            self.history,
+        )
 
     @property
     def upper_measure_bound(self) -> float:
         """m^{1−p} V^p: Υ of the atoms split in ideal (real-valued) proportions."""
-        return self.width ** (1.0 - self.p) * self.measure_value ** self.p
+        return self.width ** (1.0 - self.p) * self.measure_value**self.p
 
 
 def _admissible_set(d: int, teacher, max_alignment, device):
@@ -125,22 +137,28 @@ def _admissible_set(d: int, teacher, max_alignment, device):
     if teacher is None and max_alignment is None:
         return None, torch.eye(d, dtype=torch.float64, device=device), "all directions"
     if teacher is None or max_alignment is None:
-        raise FlatbookInputError("teacher and max_alignment go together: pass both (the flattest ρ0-bad "
-                                 "interpolator) or neither (the flattest interpolator).")
+        raise FlatbookInputError(
+            "teacher and max_alignment go together: pass both (the flattest ρ0-bad "
+            "interpolator) or neither (the flattest interpolator)."
+        )
     theta_star = as_tensor(teacher, "teacher", ndim=2, device=device)
     if theta_star.shape[1] != d:
         raise FlatbookInputError(f"teacher has {theta_star.shape[1]} columns but X has d = {d}.")
     k = theta_star.shape[0]
     if float((theta_star @ theta_star.T - torch.eye(k, dtype=theta_star.dtype, device=device)).abs().max()) > 1e-8:
-        raise FlatbookInputError("the teacher's rows must be orthonormal (Θ* Θ*ᵀ = I); orthonormalise them "
-                                 "first, e.g. with torch.linalg.qr(theta.T).Q.T.")
+        raise FlatbookInputError(
+            "the teacher's rows must be orthonormal (Θ* Θ*ᵀ = I); orthonormalise them "
+            "first, e.g. with torch.linalg.qr(theta.T).Q.T."
+        )
     rho0 = float(max_alignment)
     if not (0.0 <= rho0 < 1.0 and math.isfinite(rho0)):
-        raise FlatbookInputError(f"max_alignment must lie in [0, 1), got {max_alignment!r}; "
-                                 "ρ0 = 1 admits every direction (omit teacher and max_alignment).")
+        raise FlatbookInputError(
+            f"max_alignment must lie in [0, 1), got {max_alignment!r}; "
+            "ρ0 = 1 admits every direction (omit teacher and max_alignment)."
+        )
     if k >= d:
         raise FlatbookInputError(f"the teacher spans R^{d}: no direction has alignment below 1.")
-    basis_in = theta_star.T                     # (d, k)
+    basis_in = theta_star.T  # (d, k)
     complement = complement_basis(theta_star)
 
     def project(U):
@@ -197,10 +215,10 @@ def _proven_dual_ratio_sup(lam, X, activation, basis, pricer: ExactPricer | None
 class DualBound(NamedTuple):
     """A proven lower bound on V* from one dual point (the result of :func:`measure_dual_bound`)."""
 
-    value: float       #: λᵀy / sup G_λ ≤ V* (0 if λᵀy ≤ 0)
+    value: float  #: λᵀy / sup G_λ ≤ V* (0 if λᵀy ≤ 0)
     dual_value: float  #: λᵀy
-    sup: float         #: the proven upper bound on sup_u G_λ(u) over the admissible directions
-    pricing: str       #: how ``sup`` was bounded: "exact", "superset" or "bound"
+    sup: float  #: the proven upper bound on sup_u G_λ(u) over the admissible directions
+    pricing: str  #: how ``sup`` was bounded: "exact", "superset" or "bound"
 
 
 def measure_dual_bound(X, y, activation, lam, *, teacher=None, max_alignment=None) -> DualBound:
@@ -280,13 +298,28 @@ def _build_net(atom_dirs, atom_weights, counts, activation):
     return TwoLayerNet(a, theta, activation)
 
 
-def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, teacher=None,
-                          max_alignment=None, start_directions=None, n_start: int | None = None,
-                          rounds: int = 40, tol: float = 1e-3, pricing_starts: int = 64,
-                          pricing_steps: int = 60, slide_steps: int = 20, exact_pricing: bool = True,
-                          inexact_master: bool = True, warm_masters: bool = False,
-                          stall_rounds: int | None = 5, seed: int = 0,
-                          progress: bool = False) -> FlattestInterpolator:
+def flattest_interpolator(
+    X,
+    y,
+    activation="relu",
+    width: int | None = None,
+    *,
+    teacher=None,
+    max_alignment=None,
+    start_directions=None,
+    n_start: int | None = None,
+    rounds: int = 40,
+    tol: float = 1e-3,
+    pricing_starts: int = 64,
+    pricing_steps: int = 60,
+    slide_steps: int = 20,
+    exact_pricing: bool = True,
+    inexact_master: bool = True,
+    warm_masters: bool = False,
+    stall_rounds: int | None = 5,
+    seed: int = 0,
+    progress: bool = False,
+) -> FlattestInterpolator:
     """The flattest width-``width`` interpolator of (X, y), every direction allowed, with proven bounds.
 
     ``teacher`` (k, d, orthonormal rows) with ``max_alignment`` = ρ0 ∈ [0, 1) restricts every
@@ -342,8 +375,9 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     if not is_count(slide_steps, 0):
         raise FlatbookInputError(f"slide_steps must be a non-negative int (0: no slide), got {slide_steps!r}.")
     if stall_rounds is not None and not is_count(stall_rounds, 1):
-        raise FlatbookInputError(f"stall_rounds must be a positive int or None (no tailing-off stop), "
-                                 f"got {stall_rounds!r}.")
+        raise FlatbookInputError(
+            f"stall_rounds must be a positive int or None (no tailing-off stop), got {stall_rounds!r}."
+        )
     if n_start is not None and not is_count(n_start, 0):
         raise FlatbookInputError(f"n_start must be a non-negative int (random directions), got {n_start!r}.")
     width, slide_steps = int(width), int(slide_steps)
@@ -369,9 +403,14 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         if project is not None:
             dictionary = project(dictionary)
     warm = [_nuclear_norm_directions(X, y, basis)] if activation.name == "quadratic" else []
-    U0 = torch.cat([dictionary, *warm, _spectral_starts(y - y.mean(), X, basis, project),
-                    _random_admissible(max(2 * n, 2 * d) if n_start is None else n_start, basis, project, gen,
-                                       device)])
+    U0 = torch.cat(
+        [
+            dictionary,
+            *warm,
+            _spectral_starts(y - y.mean(), X, basis, project),
+            _random_admissible(max(2 * n, 2 * d) if n_start is None else n_start, basis, project, gen, device),
+        ]
+    )
     batch, Phi_batch, w_batch = _columns(U0, X, activation)
     master = WeightedL1Master(y.cpu().numpy())
     directions, Phi, w = batch[:0], Phi_batch[:, :0], w_batch[:0]
@@ -387,11 +426,14 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
                 hint = ""
                 if activation.name == "quadratic":
                     D = r * (r + 1) // 2
-                    hint = (f" Quadratic features of directions in a {r}-dimensional space span at most "
-                            f"{D} dimensions, so they interpolate at most {D} generic samples (n = {n}).")
+                    hint = (
+                        f" Quadratic features of directions in a {r}-dimensional space span at most "
+                        f"{D} dimensions, so they interpolate at most {D} generic samples (n = {n})."
+                    )
                 raise InfeasibleInterpolationError(f"{exc}{hint}") from None
-            batch, Phi_batch, w_batch = _columns(_random_admissible(directions.shape[0], basis, project, gen,
-                                                                    device), X, activation)
+            batch, Phi_batch, w_batch = _columns(
+                _random_admissible(directions.shape[0], basis, project, gen, device), X, activation
+            )
 
     pricer = _exact_pricer(X, activation, basis, pricing)
     # The ReLU family (ReLU is a LeakyReLU) is polished only where its arrangement could not be enumerated
@@ -409,9 +451,13 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         # The heaviest atoms of the master (at most pricing_starts of them): their ascent slides them.
         heaviest = np.argsort(-np.abs(solution.mu))[:pricing_starts]
         heaviest = heaviest[np.abs(solution.mu[heaviest]) > 0]
-        starts = torch.cat([directions[torch.as_tensor(heaviest, device=device)],
-                            _random_admissible(pricing_starts, basis, project, gen, device),
-                            _spectral_starts(lam, X, basis, project)])
+        starts = torch.cat(
+            [
+                directions[torch.as_tensor(heaviest, device=device)],
+                _random_admissible(pricing_starts, basis, project, gen, device),
+                _spectral_starts(lam, X, basis, project),
+            ]
+        )
         found, values = maximize_dual_ratio(lam, X, activation, starts, project, steps=pricing_steps)
         sup_estimate = max(float(values.max()), float(((Phi.T @ lam).abs() / w).max()))
         if exact:
@@ -421,8 +467,10 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         else:
             sup_proven = _proven_dual_ratio_sup(lam, X, activation, basis, pricer)
         if sup_proven < (1.0 - 1e-9) * sup_estimate:  # a proven bound below a value actually reached: a bug
-            raise SolverError(f"the proven bound {sup_proven:.6g} on the dual ratio is below a value the ascent "
-                              f"reached, {sup_estimate:.6g}: please report this ({pricing} pricing).")
+            raise SolverError(
+                f"the proven bound {sup_proven:.6g} on the dual ratio is below a value the ascent "
+                f"reached, {sup_estimate:.6g}: please report this ({pricing} pricing)."
+            )
         return found, values, sup_estimate, max(sup_proven, sup_estimate)
 
     bar = progress_bar(rounds, desc="flattest interpolator", leave=False, show=progress)
@@ -444,8 +492,7 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
             # The master's atoms polished into at most 4 (``_fewer_atoms``) join it as columns when flatter
             # than its value: its dual then prices at (nearly) the polished measure, and column generation
             # need not rediscover those directions one cut at a time.
-            polished = _fewer_atoms(*_support(solution, directions), X, y, activation, project,
-                                    ceiling=solution.value)
+            polished = _fewer_atoms(*_support(solution, directions), X, y, activation, project, ceiling=solution.value)
             if polished is not None:
                 found = torch.cat([polished[0], found])
                 values = torch.cat([values.new_full((polished[0].shape[0],), math.inf), values])
@@ -460,9 +507,19 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         near = (1.0 + tol) * target
         if not solution.exact and min(solution.value, _weak_duality_bound(central, Phi, y, w)) <= near:
             solution, central, restart = _solve_master(master, Phi, y, w)
-        history.append({"round": round_, "master": solution.value, "lower_estimate": best["estimate"],
-                        "lower_proven": best["proven"], "target": target, "columns": master.size, "added": new.shape[0],
-                        "master_exact": solution.exact, "master_gap": solution.gap})
+        history.append(
+            {
+                "round": round_,
+                "master": solution.value,
+                "lower_estimate": best["estimate"],
+                "lower_proven": best["proven"],
+                "target": target,
+                "columns": master.size,
+                "added": new.shape[0],
+                "master_exact": solution.exact,
+                "master_gap": solution.gap,
+            }
+        )
         bar.set_postfix(V=f"{solution.value:.6g}", lower=f"{target:.6g}")
         if solution.value <= (1.0 + tol) * target:
             status = "converged" + ("" if exact else " (heuristic pricing)")
@@ -489,8 +546,9 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
         # extended to the new columns (exact masters, and inexact ones after them, start cold).
         exact_now = not inexact_master or gap_tol <= 1e-9 or master.size > cap or round_ == rounds - 1
         start = None if exact_now or restart is None else restart.with_columns(Phi_new, w_new)
-        solution, central, restart = _solve_master(master, Phi, y, w, None if exact_now else gap_tol, start,
-                                                   MASTER_RESTART_FACTOR if warm_masters else None)
+        solution, central, restart = _solve_master(
+            master, Phi, y, w, None if exact_now else gap_tol, start, MASTER_RESTART_FACTOR if warm_masters else None
+        )
         keep = _prune(master, solution, central, Phi, w, cap)
         if keep is not None:  # the support stays, so the vertex stays optimal and the central dual feasible
             # (only after an exact master, which leaves no restart point: master.size > cap makes it exact)
@@ -517,21 +575,39 @@ def flattest_interpolator(X, y, activation="relu", width: int | None = None, *, 
     # V* ≤ value (the atoms interpolate): an estimate above it, possible when heuristic pricing missed the
     # maximiser and the final polish went below, is lowered to it.
     estimate = min(max(best["estimate"], 0.0), value)
-    result = _assemble(Atoms(atom_dirs, atom_weights), X, y, activation, width, max(best["proven"], 0.0),
-                       estimate, tol, f"{status} over {admissible}", pricing, rounds_run, history)
+    result = _assemble(
+        Atoms(atom_dirs, atom_weights),
+        X,
+        y,
+        activation,
+        width,
+        max(best["proven"], 0.0),
+        estimate,
+        tol,
+        f"{status} over {admissible}",
+        pricing,
+        rounds_run,
+        history,
+    )
     if dictionary.shape[0] == width and width >= n:
         warm = flattest_outer_weights(dictionary, X, y, activation)
         if warm.flatness < result.upper:
             gap = (warm.flatness - result.lower) / warm.flatness
             result = dataclasses.replace(
-                result, net=warm.net, upper=warm.flatness, gap=gap, certified=gap <= tol,
+                result,
+                net=warm.net,
+                upper=warm.flatness,
+                gap=gap,
+                certified=gap <= tol,
                 status=result.status + "; the warm-start dictionary's flattest weights were flatter "
-                                       "than the split atoms")
+                "than the split atoms",
+            )
     return result
 
 
-def _assemble(atoms, X, y, activation, width, measure_lower, measure_lower_estimate, tol, status, pricing,
-              rounds, history) -> FlattestInterpolator:
+def _assemble(
+    atoms, X, y, activation, width, measure_lower, measure_lower_estimate, tol, status, pricing, rounds, history
+) -> FlattestInterpolator:
     """The width-``width`` network from the atoms (eq. ``eq-splitting``) and the bounds at that width."""
     p = activation.p
     kappa = unit_flatness_weights(atoms.directions, X, activation)
@@ -540,17 +616,31 @@ def _assemble(atoms, X, y, activation, width, measure_lower, measure_lower_estim
     net, upper = None, math.inf
     K = atoms.directions.shape[0]
     if width >= K:
-        net = _build_net(atoms.directions, atoms.weights, split_into_copies(atoms.weights, kappa, p, width),
-                         activation)
+        net = _build_net(atoms.directions, atoms.weights, split_into_copies(atoms.weights, kappa, p, width), activation)
         upper = min_flatness(net, X, y)
     else:
         status += f"; width {width} is below the {K} atoms, so no network is built (the lower bound holds)"
     gap = (upper - lower) / upper if math.isfinite(upper) else math.inf
     return FlattestInterpolator(
-        net=net, upper=upper, lower=lower, lower_estimate=width ** (1.0 - p) * measure_lower_estimate**p,
-        certified=gap <= tol, gap=gap, atoms=atoms, status=status, width=width, p=p,
-        measure_value=measure_value, measure_lower=measure_lower, measure_lower_estimate=measure_lower_estimate,
-        pricing=pricing, rounds=rounds, history=history, activation=activation, tol=tol)
+        net=net,
+        upper=upper,
+        lower=lower,
+        lower_estimate=width ** (1.0 - p) * measure_lower_estimate**p,
+        certified=gap <= tol,
+        gap=gap,
+        atoms=atoms,
+        status=status,
+        width=width,
+        p=p,
+        measure_value=measure_value,
+        measure_lower=measure_lower,
+        measure_lower_estimate=measure_lower_estimate,
+        pricing=pricing,
+        rounds=rounds,
+        history=history,
+        activation=activation,
+        tol=tol,
+    )
 
 
 def _stalled(history, stall_rounds: int, tol: float) -> bool:
@@ -615,8 +705,17 @@ def _support(solution, directions):
     return directions[on], mu[on]
 
 
-def _fewer_atoms(atom_dirs, atom_weights, X, y, activation, project, ceiling: float | None = None,
-                 max_atoms: int = 4, steps: int = 30):
+def _fewer_atoms(
+    atom_dirs,
+    atom_weights,
+    X,
+    y,
+    activation,
+    project,
+    ceiling: float | None = None,
+    max_atoms: int = 4,
+    steps: int = 30,
+):
     """Try to interpolate with only the k ≤ ``max_atoms`` heaviest atoms, their directions polished.
 
     Column generation ends with the heavy atoms slightly off their optimum, some of them split into
@@ -724,8 +823,9 @@ def _nuclear_norm_directions(X, y, basis, max_dim: int = 60):
         return X.new_zeros(0, X.shape[1])
     Xb = (X @ basis).cpu().numpy()
     P, N = cp.Variable((r, r), PSD=True), cp.Variable((r, r), PSD=True)
-    problem = cp.Problem(cp.Minimize(cp.trace(P) + cp.trace(N)),
-                         [cp.sum(cp.multiply(Xb @ (P - N), Xb), axis=1) == y.cpu().numpy()])
+    problem = cp.Problem(
+        cp.Minimize(cp.trace(P) + cp.trace(N)), [cp.sum(cp.multiply(Xb @ (P - N), Xb), axis=1) == y.cpu().numpy()]
+    )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "inaccurate": only a warm start
@@ -747,6 +847,7 @@ def _slide(U, X, y, activation, project, steps: int = 20, angle: float = 0.1):
     backtracking on the step angle.  Returns the moved directions and V there (inf if Φ(U) is
     singular at the start).
     """
+
     def value(V):
         F = activation(X @ V.T)
         mu = torch.linalg.solve(F, y)
@@ -788,8 +889,15 @@ def _slide(U, X, y, activation, project, steps: int = 20, angle: float = 0.1):
     return U.detach(), current
 
 
-def _solve_master(master, Phi, y, w, gap_tol: float | None = None, start: InteriorPointIterate | None = None,
-                  restart_factor: float | None = None):
+def _solve_master(
+    master,
+    Phi,
+    y,
+    w,
+    gap_tol: float | None = None,
+    start: InteriorPointIterate | None = None,
+    restart_factor: float | None = None,
+):
     """The restricted master (eq. ``eq-measure-program`` on the current columns): (MasterSolution, λ_c, restart).
 
     Mehrotra's interior point on the n × n normal equations gives the central dual λ_c, which pricing
@@ -806,19 +914,29 @@ def _solve_master(master, Phi, y, w, gap_tol: float | None = None, start: Interi
     factor of ``gap_tol``: the ``start`` of the next inexact master once extended to its new columns.
     """
     if gap_tol is not None:
-        central, mu, _, restart = _lp_interior_point(Phi, y, w, tol=gap_tol, start=start,
-                                                     restart_factor=restart_factor)
+        central, mu, _, restart = _lp_interior_point(Phi, y, w, tol=gap_tol, start=start, restart_factor=restart_factor)
         value, dual_value = float(w @ mu.abs()), float(central @ y)
         # A quality check, in the interior point's own measures (relative to 1 + ‖y‖ and 1 + value): an
         # iterate it ended on after a failed factorisation or its iteration limit can be far off; the exact
         # path below, which has fallbacks, then solves the master.
-        if (float((Phi @ mu - y).norm()) <= 2.0 * gap_tol * (1.0 + float(y.norm()))
-                and abs(value - dual_value) <= 2.0 * gap_tol * (1.0 + abs(value))):
+        if float((Phi @ mu - y).norm()) <= 2.0 * gap_tol * (1.0 + float(y.norm())) and abs(
+            value - dual_value
+        ) <= 2.0 * gap_tol * (1.0 + abs(value)):
             support = torch.zeros_like(mu)
             heaviest = torch.argsort(mu.abs(), descending=True)[: Phi.shape[0]]
             support[heaviest] = mu[heaviest]
-            return MasterSolution(mu=support.cpu().numpy(), dual=central.cpu().numpy(), value=value,
-                                  exact=False, basic=False, gap=gap_tol), central, restart
+            return (
+                MasterSolution(
+                    mu=support.cpu().numpy(),
+                    dual=central.cpu().numpy(),
+                    value=value,
+                    exact=False,
+                    basic=False,
+                    gap=gap_tol,
+                ),
+                central,
+                restart,
+            )
     central, mu, _, _ = _lp_interior_point(Phi, y, w)
     if not (bool(torch.isfinite(central).all()) and bool(torch.isfinite(mu).all())):
         highs = master.solve()  # diagnoses columns that cannot interpolate
@@ -826,8 +944,11 @@ def _solve_master(master, Phi, y, w, gap_tol: float | None = None, start: Interi
     refit = _support_refit(mu, Phi, y, w, _weak_duality_bound(central, Phi, y, w))
     if refit is None:
         return _master_vertex(master, Phi, y, w, central, primal=mu), central, None
-    return MasterSolution(mu=refit.cpu().numpy(), dual=central.cpu().numpy(), value=float(w @ refit.abs()),
-                          basic=False), central, None
+    return (
+        MasterSolution(mu=refit.cpu().numpy(), dual=central.cpu().numpy(), value=float(w @ refit.abs()), basic=False),
+        central,
+        None,
+    )
 
 
 def _weak_duality_bound(lam, Phi, y, w) -> float:
@@ -861,8 +982,10 @@ def _support_refit(mu, Phi, y, w, lower, thresholds=(1e-6, 1e-8, 1e-10), rtol: f
         fit = torch.linalg.lstsq(Phi[:, S], y[:, None], driver=lstsq_driver(Phi))
         refit = torch.zeros_like(mu)
         refit[S] = fit.solution[:, 0]
-        if (float((Phi @ refit - y).abs().max()) <= 1e-10 * float(y.abs().max())
-                and float(w @ refit.abs()) <= (1.0 + rtol) * lower):
+        if (
+            float((Phi @ refit - y).abs().max()) <= 1e-10 * float(y.abs().max())
+            and float(w @ refit.abs()) <= (1.0 + rtol) * lower
+        ):
             return refit
     return None
 
@@ -905,5 +1028,12 @@ def _nudged_atoms(atom_dirs, atom_weights, X, y, activation, basis, project):
     return atom_dirs, atom_weights
 
 
-__all__ = ["Atoms", "FlattestInterpolator", "flattest_interpolator", "split_into_copies",
-           "rounding_excess_bound", "DualBound", "measure_dual_bound"]
+__all__ = [
+    "Atoms",
+    "FlattestInterpolator",
+    "flattest_interpolator",
+    "split_into_copies",
+    "rounding_excess_bound",
+    "DualBound",
+    "measure_dual_bound",
+]

@@ -44,9 +44,7 @@ def directions_with_alignment(theta_star, m: int, rho: float, seed: int = 0) -> 
     if not (0.0 <= rho <= 1.0 and math.isfinite(rho)):
         raise FlatbookInputError(f"rho must lie in [0, 1], got {rho!r}.")
     if rho < 1.0 and k >= d:
-        raise FlatbookInputError(
-            f"the teacher spans all of R^{d}, so no direction has alignment {rho} < 1; use k < d."
-        )
+        raise FlatbookInputError(f"the teacher spans all of R^{d}, so no direction has alignment {rho} < 1; use k < d.")
     if not (isinstance(m, int) and m >= 1):
         raise FlatbookInputError(f"m must be a positive int, got {m!r}.")
     gen = torch.Generator().manual_seed(seed)
@@ -135,8 +133,9 @@ def memorising_network(X, y, within=None):
     for i in torch.nonzero(y != 0).flatten().tolist():
         sign = np.ones(n)
         sign[i] = -1.0  # sign_j ⟨θ, x_j⟩ ≤ −1: ⟨θ, x_i⟩ ≥ 1 and ⟨θ, x_j⟩ ≤ −1 for the others
-        result = linprog(c=np.zeros(W.shape[1]), A_ub=sign[:, None] * Xw, b_ub=-np.ones(n), bounds=(None, None),
-                         method="highs")
+        result = linprog(
+            c=np.zeros(W.shape[1]), A_ub=sign[:, None] * Xw, b_ub=-np.ones(n), bounds=(None, None), method="highs"
+        )
         if result.status != 0:
             return None
         theta = W @ torch.as_tensor(result.x, dtype=X.dtype, device=X.device)

@@ -106,13 +106,22 @@ def neuron_cost_margin(net, X, y, outer: Potential | str, inner: Potential | str
 class KKTResidual(NamedTuple):
     """How far a direction is from a KKT point of the max-margin problem (result of :func:`kkt_residual`)."""
 
-    relative: float            #: ‖∂φ^α(w) − Σ_i μ_i ∇_w y_i h(w, x_i)‖ / ‖∇φ^α(w)‖ at the best μ ≥ 0
+    relative: float  #: ‖∂φ^α(w) − Σ_i μ_i ∇_w y_i h(w, x_i)‖ / ‖∇φ^α(w)‖ at the best μ ≥ 0
     multipliers: torch.Tensor  #: μ_i ≥ 0, one per active sample
-    active: torch.Tensor       #: indices i of the samples with margin ≤ 1 + active_tol (after scaling)
+    active: torch.Tensor  #: indices i of the samples with margin ≤ 1 + active_tol (after scaling)
 
 
-def kkt_residual(net, X, y, outer: Potential | str, inner: Potential | str | None = None, *,
-                 active_tol: float = 1e-2, zero_tol: float = 1e-6, zero_mass: float = 0.0) -> KKTResidual:
+def kkt_residual(
+    net,
+    X,
+    y,
+    outer: Potential | str,
+    inner: Potential | str | None = None,
+    *,
+    active_tol: float = 1e-2,
+    zero_tol: float = 1e-6,
+    zero_mass: float = 0.0,
+) -> KKTResidual:
     """Stationarity residual of the direction of ``net`` for min φ_α(w)^α s.t. y_i h(w, x_i) ≥ 1 (eq. ``eq-kkt``).
 
     The network is scaled (along its direction) so that its smallest margin is 1; the active set is

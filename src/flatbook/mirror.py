@@ -109,7 +109,6 @@ class Potential(Named):
         return self._d2r(w)
 
 
-
 def _invert_increasing_odd(f, df, z: torch.Tensor) -> torch.Tensor:
     """Solve f(w) = z coordinatewise for an odd, strictly increasing f (Newton inside a bisection bracket)."""
     target = z.abs()
@@ -241,7 +240,8 @@ class PNormPlusQuadratic(Potential):
     def __init__(self, p: float = 3.0, beta: float = 1.0):
         if not (isinstance(p, (int, float)) and math.isfinite(p) and p > 2):
             raise FlatbookInputError(
-                f"p_norm_plus_quadratic needs p > 2 (so that |w|^p dominates at infinity), got p={p!r}.")
+                f"p_norm_plus_quadratic needs p > 2 (so that |w|^p dominates at infinity), got p={p!r}."
+            )
         self.p = float(p)
         self.beta = _positive(beta, "beta", "the quadratic part needs a weight β > 0")
         self.horizon_degree = self.p

@@ -25,8 +25,12 @@ class Named:
         return f"{self.factory}({self.name!r}{', ' if args else ''}{args})"
 
     def __eq__(self, other) -> bool:
-        return (isinstance(other, Named) and self.factory == other.factory and self.name == other.name
-                and self.params() == other.params())
+        return (
+            isinstance(other, Named)
+            and self.factory == other.factory
+            and self.name == other.name
+            and self.params() == other.params()
+        )
 
     def __hash__(self) -> int:
         return hash((self.factory, self.name, tuple(sorted(self.params().items()))))

@@ -18,8 +18,7 @@ from .errors import FlatbookInputError
 __all__ = ["forward", "TwoLayerNet"]
 
 
-def forward(a: torch.Tensor, theta: torch.Tensor, X: torch.Tensor,
-            activation: HomogeneousActivation) -> torch.Tensor:
+def forward(a: torch.Tensor, theta: torch.Tensor, X: torch.Tensor, activation: HomogeneousActivation) -> torch.Tensor:
     """h(w, x_i) = Σ_j a_j σ(⟨θ_j, x_i⟩) for every row x_i of X (a pure function, autograd-friendly)."""
     return activation(X @ theta.T) @ a
 
@@ -58,9 +57,7 @@ class TwoLayerNet:
     def __call__(self, X) -> torch.Tensor:
         X = as_tensor(X, "X", ndim=2, device=self.device)
         if X.shape[1] != self.input_dim:
-            raise FlatbookInputError(
-                f"X has {X.shape[1]} columns but the network expects d = {self.input_dim}."
-            )
+            raise FlatbookInputError(f"X has {X.shape[1]} columns but the network expects d = {self.input_dim}.")
         out = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
         for rows in row_chunks(X.shape[0], self.width):
             out[rows] = forward(self.a, self.theta, X[rows], self.activation)
@@ -84,9 +81,7 @@ class TwoLayerNet:
         if alpha.ndim == 0:
             alpha = alpha.expand(self.width)
         if alpha.shape != (self.width,):
-            raise FlatbookInputError(
-                f"alpha must be a scalar or have shape ({self.width},), got {tuple(alpha.shape)}."
-            )
+            raise FlatbookInputError(f"alpha must be a scalar or have shape ({self.width},), got {tuple(alpha.shape)}.")
         if (alpha <= 0).any():
             raise FlatbookInputError(
                 f"alpha must be strictly positive (the symmetry needs α_j > 0); "
@@ -139,8 +134,7 @@ class TwoLayerNet:
         norms = self.inner_norms()
         if (norms == 0).any():
             raise FlatbookInputError(
-                f"{int((norms == 0).sum())} neuron(s) have θ_j = 0, whose alignment is undefined; "
-                "drop them first."
+                f"{int((norms == 0).sum())} neuron(s) have θ_j = 0, whose alignment is undefined; drop them first."
             )
         return torch.linalg.vector_norm(self.theta @ basis, dim=1) / norms
 
@@ -158,11 +152,14 @@ class TwoLayerNet:
         if len(layers) != 3 or not all(isinstance(layers[i], torch.nn.Linear) for i in (0, 2)):
             raise FlatbookInputError(
                 f"expected nn.Sequential(nn.Linear(d, m, bias=False), activation, nn.Linear(m, 1, bias=False)), "
-                f"got {shape}.")
+                f"got {shape}."
+            )
         inner, act, outer = layers
         if inner.bias is not None or outer.bias is not None:
-            raise FlatbookInputError("the two nn.Linear layers must have bias=False: a bias breaks the "
-                                     "rescaling symmetry that flatbook's flatness measures rely on.")
+            raise FlatbookInputError(
+                "the two nn.Linear layers must have bias=False: a bias breaks the "
+                "rescaling symmetry that flatbook's flatness measures rely on."
+            )
         if outer.out_features != 1:
             raise FlatbookInputError(f"the last layer must have one output, got {outer.out_features}.")
         if activation is None:
@@ -172,7 +169,8 @@ class TwoLayerNet:
                 activation = get_activation("relu")
             else:
                 raise FlatbookInputError(
-                    f"cannot tell the degree of {type(act).__name__}; pass activation= (e.g. 'quadratic').")
+                    f"cannot tell the degree of {type(act).__name__}; pass activation= (e.g. 'quadratic')."
+                )
         return cls(outer.weight.detach()[0].to(torch.float64), inner.weight.detach().to(torch.float64), activation)
 
     def to_module(self) -> torch.nn.Sequential:

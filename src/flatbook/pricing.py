@@ -43,8 +43,9 @@ from .flatness import orbit_minimum
 _QUADRATIC = get_activation("quadratic")
 
 
-def dual_ratio(U: torch.Tensor, lam: torch.Tensor, X: torch.Tensor, activation: HomogeneousActivation,
-               chunk: int = 4096) -> torch.Tensor:
+def dual_ratio(
+    U: torch.Tensor, lam: torch.Tensor, X: torch.Tensor, activation: HomogeneousActivation, chunk: int = 4096
+) -> torch.Tensor:
     """G_λ(u) for each row of ``U`` (any non-zero norm); 0 where σ vanishes on every sample.
 
     One pass over z = X uᵀ gives the numerator, S and T of eq. ``eq-kappa`` together.
@@ -54,7 +55,7 @@ def dual_ratio(U: torch.Tensor, lam: torch.Tensor, X: torch.Tensor, activation: 
     sq_norms = (X * X).sum(1)
     out = []
     for start in range(0, U.shape[0], chunk):
-        u = U[start:start + chunk]
+        u = U[start : start + chunk]
         z = X @ (u / torch.linalg.vector_norm(u, dim=1, keepdim=True)).T  # (n, B)
         sigma = activation(z)
         numerator = (lam @ sigma).abs()
@@ -67,8 +68,9 @@ def dual_ratio(U: torch.Tensor, lam: torch.Tensor, X: torch.Tensor, activation: 
     return torch.cat(out) if out else U.new_zeros(0)
 
 
-def maximize_dual_ratio(lam, X, activation, starts: torch.Tensor, project: Callable | None = None,
-                        steps: int = 60, angle: float = 0.3) -> tuple[torch.Tensor, torch.Tensor]:
+def maximize_dual_ratio(
+    lam, X, activation, starts: torch.Tensor, project: Callable | None = None, steps: int = 60, angle: float = 0.3
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Local maxima of G_λ near each row of ``starts``: projected gradient ascent on the sphere.
 
     Every row moves along the tangent gradient of log G_λ by at most ``angle`` radians; a row
@@ -258,8 +260,9 @@ def _face_geometry(Xr, sq_norms, U, patterns, slope):
 def _face_ratios(lam, sz, kappa, plus_inside, minus_inside):
     """G_λ = |⟨λ, s z⟩| / κ^{1/p} (0 where κ = 0) for U and for −U, −1 where outside the face."""
     numerator = (sz @ lam).abs()
-    value = torch.where(kappa > 0, numerator / torch.where(kappa > 0, kappa, torch.ones_like(kappa)),
-                        torch.zeros_like(kappa))
+    value = torch.where(
+        kappa > 0, numerator / torch.where(kappa > 0, kappa, torch.ones_like(kappa)), torch.zeros_like(kappa)
+    )
     outside = torch.tensor(-1.0, dtype=value.dtype, device=value.device)
     return torch.where(plus_inside, value, outside), torch.where(minus_inside, value, outside)
 
@@ -297,14 +300,16 @@ class ExactPricer:
     #: keeps is left out.  (On a GPU that allows TF32 matrix products the test runs in float64.)
     PRESELECTION_MARGIN = 1e-5
 
-    def __init__(self, X: torch.Tensor, activation: HomogeneousActivation, basis: torch.Tensor | None = None,
-                 chunk: int = 20_000):
+    def __init__(
+        self, X: torch.Tensor, activation: HomogeneousActivation, basis: torch.Tensor | None = None, chunk: int = 20_000
+    ):
         d = X.shape[1]
         W = torch.eye(d, dtype=X.dtype, device=X.device) if basis is None else basis
         if not exact_pricing_available(activation, W.shape[1]):
             raise FlatbookInputError(
                 "exact pricing needs a ReLU or leaky ReLU and admissible directions in a subspace of "
-                f"dimension <= 3, got {activation!r} in dimension {W.shape[1]}; use dual_ratio_bound.")
+                f"dimension <= 3, got {activation!r} in dimension {W.shape[1]}; use dual_ratio_bound."
+            )
         self.X, self.W, self.basis = X, W, basis
         self.Xr = Xr = X @ W
         self.sq_norms = (X * X).sum(1)
@@ -321,10 +326,13 @@ class ExactPricer:
         outer = (Xr[:, :, None] * Xr[:, None, :]).reshape(-1, r * r)  # x_i x_iᵀ, one row per sample
         self.chunks = []
         for start in range(0, patterns.shape[0], chunk):
-            pat = patterns[start:start + chunk]
-            span = spans[start:start + chunk]
-            s = torch.where(pat > 0, torch.ones_like(pat), torch.where(pat < 0, torch.full_like(pat, self.slope),
-                                                                       torch.zeros_like(pat)))  # σ'(face)
+            pat = patterns[start : start + chunk]
+            span = spans[start : start + chunk]
+            s = torch.where(
+                pat > 0,
+                torch.ones_like(pat),
+                torch.where(pat < 0, torch.full_like(pat, self.slope), torch.zeros_like(pat)),
+            )  # σ'(face)
             # GᵀG = spanᵀ(Σ_i s_i² x_i x_iᵀ)span for G = diag(s) X_r span; pinv: 2-faces are rank 2.
             normal = span.transpose(1, 2) @ ((s * s) @ outer).reshape(-1, r, r) @ span
             self.chunks.append((s, pat.to(torch.float32), span, torch.linalg.pinv(normal, hermitian=True)))
@@ -355,8 +363,7 @@ class ExactPricer:
             if inside.shape[0] == 0:
                 continue
             u = u[inside]
-            plus, minus = _face_values(lam, Xr, self.sq_norms, u, sign[inside].to(Xr.dtype), slope,
-                                       both_signs=True)
+            plus, minus = _face_values(lam, Xr, self.sq_norms, u, sign[inside].to(Xr.dtype), slope, both_signs=True)
             U, values = torch.cat([u, -u]), torch.cat([plus, minus])
             valid = (values >= 0) & (torch.linalg.vector_norm(U, dim=1) > 0)  # in its face; u = 0 is no direction
             consider(U[valid], values[valid])
@@ -367,8 +374,9 @@ class ExactPricer:
         return float(kept_values[0]), U, kept_values
 
 
-def exact_dual_ratio_sup(lam, X, activation: HomogeneousActivation, basis: torch.Tensor | None = None,
-                         chunk: int = 20_000, top: int = 1):
+def exact_dual_ratio_sup(
+    lam, X, activation: HomogeneousActivation, basis: torch.Tensor | None = None, chunk: int = 20_000, top: int = 1
+):
     """sup of G_λ over the unit sphere of span(``basis``) (all of R^d if None), exactly: one
     :meth:`ExactPricer.sup` (build an :class:`ExactPricer` to price many λ on the same data).
 
@@ -378,8 +386,9 @@ def exact_dual_ratio_sup(lam, X, activation: HomogeneousActivation, basis: torch
     return ExactPricer(X, activation, basis, chunk).sup(lam, top)
 
 
-def nudge_inactive(U: torch.Tensor, X: torch.Tensor, rel_tol: float = 1e-9,
-                   basis: torch.Tensor | None = None) -> torch.Tensor:
+def nudge_inactive(
+    U: torch.Tensor, X: torch.Tensor, rel_tol: float = 1e-9, basis: torch.Tensor | None = None
+) -> torch.Tensor:
     """Move each direction off the hyperplanes ⟨u, x_i⟩ = 0 it lies on (up to ``rel_tol``), to their
     negative side.
 

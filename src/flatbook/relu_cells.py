@@ -36,10 +36,10 @@ from .pricing import _arrangement_faces
 class PatternProgramResult:
     """Optimum of the group-norm program over the given activation patterns."""
 
-    value: float              #: Σ_D c_D (‖X_D v_D⁺‖ + ‖X_D v_D⁻‖) at the optimum (V over these cells)
+    value: float  #: Σ_D c_D (‖X_D v_D⁺‖ + ‖X_D v_D⁻‖) at the optimum (V over these cells)
     directions: torch.Tensor  #: (K, d) unit directions of the cells that carry weight
-    weights: torch.Tensor     #: (K,) their effective outer weights ã (signed)
-    patterns: torch.Tensor    #: (P, n) the patterns used (boolean)
+    weights: torch.Tensor  #: (K,) their effective outer weights ã (signed)
+    patterns: torch.Tensor  #: (P, n) the patterns used (boolean)
 
 
 def activation_patterns(X, directions) -> torch.Tensor:
@@ -54,8 +54,10 @@ def all_activation_patterns(X) -> torch.Tensor:
     """Every non-empty activation pattern of the full-dimensional cells, for d ≤ 3 (exact)."""
     X, _ = check_data(X, torch.zeros(X.shape[0], dtype=torch.float64))
     if X.shape[1] > 3:
-        raise FlatbookInputError(f"enumerating every cell needs d <= 3 (got d = {X.shape[1]}); "
-                                 "sample patterns with activation_patterns(X, directions) instead.")
+        raise FlatbookInputError(
+            f"enumerating every cell needs d <= 3 (got d = {X.shape[1]}); "
+            "sample patterns with activation_patterns(X, directions) instead."
+        )
     _, _, spans, patterns = _arrangement_faces(X)
     full = spans[:, :, -1].abs().sum(1) > 0  # full-dimensional cells have a full basis
     cells = torch.unique(patterns[full] > 0, dim=0)
@@ -98,8 +100,10 @@ def flattest_relu_over_patterns(X, y, patterns, solver: str = "CLARABEL") -> Pat
     except cp.error.SolverError as exc:
         raise SolverError(f"cvxpy/{solver} failed on the ReLU pattern program: {exc}") from exc
     if problem.status not in ("optimal", "optimal_inaccurate"):
-        raise SolverError(f"cvxpy/{solver} returned {problem.status!r} on the ReLU pattern program "
-                          "(too few patterns to interpolate?).")
+        raise SolverError(
+            f"cvxpy/{solver} returned {problem.status!r} on the ReLU pattern program "
+            "(too few patterns to interpolate?)."
+        )
     dirs, weights = [], []
     for _, (plus, minus) in variables:
         for v, sign in ((plus, 1.0), (minus, -1.0)):
@@ -110,8 +114,9 @@ def flattest_relu_over_patterns(X, y, patterns, solver: str = "CLARABEL") -> Pat
     return PatternProgramResult(
         value=float(problem.value),
         directions=torch.as_tensor(np.array(dirs).reshape(-1, d), dtype=X.dtype),
-        weights=torch.as_tensor(np.array(weights), dtype=X.dtype), patterns=patterns)
+        weights=torch.as_tensor(np.array(weights), dtype=X.dtype),
+        patterns=patterns,
+    )
 
 
-__all__ = ["PatternProgramResult", "activation_patterns", "all_activation_patterns",
-           "flattest_relu_over_patterns"]
+__all__ = ["PatternProgramResult", "activation_patterns", "all_activation_patterns", "flattest_relu_over_patterns"]

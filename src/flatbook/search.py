@@ -30,8 +30,7 @@ from .flatness import unit_flatness_weights
 from .flattest import FlattestResult, flattest_outer_weights
 from .interpolators import random_directions
 
-__all__ = ["SearchResult", "interpolator_report", "flattest_interpolator_report", "dictionary_search",
-           "direct_search"]
+__all__ = ["SearchResult", "interpolator_report", "flattest_interpolator_report", "dictionary_search", "direct_search"]
 
 
 @dataclass
@@ -47,39 +46,55 @@ class SearchResult:
         return self.solution.flatness
 
 
-def interpolator_report(solution: FlattestResult, X, y, teacher: MultiIndexModel | None = None,
-                        n_test: int = 100_000, seed: int = 12345) -> dict:
+def interpolator_report(
+    solution: FlattestResult, X, y, teacher: MultiIndexModel | None = None, n_test: int = 100_000, seed: int = 12345
+) -> dict:
     """Υ, interpolation residual, alignment of the neurons carrying the weight and population loss.
 
     The weighted alignment is Σ_j |ã_j| ρ_j / Σ_j |ã_j| (:meth:`~flatbook.network.TwoLayerNet.weighted_alignment`).
     """
     X, y = check_data(X, y)
-    report = {"upsilon": solution.flatness, "residual": solution.residual,
-              "max_abs_y": float(y.abs().max()), "support": solution.support_size}
+    report = {
+        "upsilon": solution.flatness,
+        "residual": solution.residual,
+        "max_abs_y": float(y.abs().max()),
+        "support": solution.support_size,
+    }
     if teacher is not None:
         loss = population_loss(solution.net, teacher, n_test=n_test, seed=seed)
-        report.update(weighted_alignment=solution.net.weighted_alignment(teacher.theta_star),
-                      population_loss=loss.value, population_loss_stderr=loss.stderr,
-                      excess_loss=loss.excess)
+        report.update(
+            weighted_alignment=solution.net.weighted_alignment(teacher.theta_star),
+            population_loss=loss.value,
+            population_loss_stderr=loss.stderr,
+            excess_loss=loss.excess,
+        )
     return report
 
 
-def flattest_interpolator_report(result, X, y, teacher: MultiIndexModel, n_test: int = 100_000,
-                                 seed: int = 12345) -> dict:
+def flattest_interpolator_report(
+    result, X, y, teacher: MultiIndexModel, n_test: int = 100_000, seed: int = 12345
+) -> dict:
     """The row every chapter keeps of a :func:`~flatbook.global_flattest.flattest_interpolator` result: Υ of
     its network (``upsilon``, ≥ Υ*), the proven ``lower`` bound and the pricing ``lower_estimate``, how the
     supremum was bounded, the population loss (exact where a closed form exists), the weighted alignment
     and the interpolation residual beside max |y|."""
     X, y = check_data(X, y)
     loss = population_loss(result.net, teacher, n_test=n_test, seed=seed)
-    return {"upsilon": result.upper, "lower": result.lower, "lower_estimate": result.lower_estimate,
-            "pricing": result.pricing, "population_loss": loss.value, "population_loss_stderr": loss.stderr,
-            "excess_loss": loss.excess, "weighted_alignment": result.net.weighted_alignment(teacher.theta_star),
-            "train_residual": float((result.net(X) - y).abs().max()), "max_abs_y": float(y.abs().max())}
+    return {
+        "upsilon": result.upper,
+        "lower": result.lower,
+        "lower_estimate": result.lower_estimate,
+        "pricing": result.pricing,
+        "population_loss": loss.value,
+        "population_loss_stderr": loss.stderr,
+        "excess_loss": loss.excess,
+        "weighted_alignment": result.net.weighted_alignment(teacher.theta_star),
+        "train_residual": float((result.net(X) - y).abs().max()),
+        "max_abs_y": float(y.abs().max()),
+    }
 
 
-def dictionary_search(X, y, activation, n_random: int, seed: int = 0,
-                      extra_directions=None) -> SearchResult:
+def dictionary_search(X, y, activation, n_random: int, seed: int = 0, extra_directions=None) -> SearchResult:
     """Flattest interpolator over ``n_random`` random directions plus ``extra_directions``."""
     X, y = check_data(X, y)
     directions = random_directions(n_random, X.shape[1], seed=seed).to(X.device)
@@ -101,8 +116,9 @@ def _lagrangian_gradient(directions, solution, X, y, activation):
     return grad - (grad * directions).sum(1, keepdim=True) * directions
 
 
-def direct_search(X, y, activation, start_directions, steps: int = 30, angle: float = 0.2,
-                  min_angle: float = 1e-4, constraint=None) -> SearchResult:
+def direct_search(
+    X, y, activation, start_directions, steps: int = 30, angle: float = 0.2, min_angle: float = 1e-4, constraint=None
+) -> SearchResult:
     """Lower Υ over inner directions and outer weights together, every iterate an exact interpolator.
 
     Starts from ``start_directions`` (m, d); each step rotates every direction
@@ -141,5 +157,4 @@ def direct_search(X, y, activation, start_directions, steps: int = 30, angle: fl
             angle /= 2.0
         else:
             break
-    return SearchResult("direct search" if constraint is None else "constrained direct search",
-                        solution, history)
+    return SearchResult("direct search" if constraint is None else "constrained direct search", solution, history)

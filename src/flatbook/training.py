@@ -111,9 +111,9 @@ class _State:
 
     a: torch.Tensor
     theta: torch.Tensor
-    pre: torch.Tensor       # X θᵀ
+    pre: torch.Tensor  # X θᵀ
     features: torch.Tensor  # σ(X θᵀ)
-    out: torch.Tensor       # h(w, x_i)
+    out: torch.Tensor  # h(w, x_i)
     loss: float
 
 
@@ -141,8 +141,14 @@ def _step_gradient(state, X, y, activation, loss, sam_radius, label_noise, noise
     if sam_radius > 0:
         norm = float(torch.sqrt((grad_a**2).sum() + (grad_theta**2).sum()))
         if norm > 0:
-            shifted = _state(state.a + sam_radius * grad_a / norm, state.theta + sam_radius * grad_theta / norm,
-                             X, y, activation, loss)
+            shifted = _state(
+                state.a + sam_radius * grad_a / norm,
+                state.theta + sam_radius * grad_theta / norm,
+                X,
+                y,
+                activation,
+                loss,
+            )
             return loss_gradients(shifted, X, y, activation, loss)
     return grad_a, grad_theta
 
@@ -154,8 +160,8 @@ class TrainingRun:
     net: TwoLayerNet
     history: list[dict] = field(default_factory=list)
     steps: int = 0
-    time: float = 0.0       #: flow time Σ_k η_k
-    stopped: str = ""       #: "target_loss", "max_steps", "max_time", "stop_when", "round-off" or "kink"
+    time: float = 0.0  #: flow time Σ_k η_k
+    stopped: str = ""  #: "target_loss", "max_steps", "max_time", "stop_when", "round-off" or "kink"
 
 
 #: an adaptive run that cannot decrease a loss this many times below its first one has reached the
@@ -184,14 +190,29 @@ def log_steps(max_steps: int, n_logs: int) -> set[int]:
     return {0, max_steps} | set(np.unique(np.geomspace(1, max(1, max_steps), n_logs).astype(int)).tolist())
 
 
-def mirror_descent(net: TwoLayerNet, X, y, *, loss="logistic", outer: Potential | str = "euclidean",
-                   inner: Potential | str | None = None, step: float = 0.1, adaptive: bool = True,
-                   growth: float = 1.5, max_steps: int = 10_000, target_loss: float | None = None,
-                   max_time: float | None = None, n_logs: int = 80,
-                   record: Callable[[TwoLayerNet], dict] | None = None,
-                   stop_when: Callable[[TwoLayerNet], bool] | None = None, train_inner: bool = True,
-                   sam_radius: float = 0.0, label_noise: float = 0.0, perturbed_steps: int = 0,
-                   seed: int = 0) -> TrainingRun:
+def mirror_descent(
+    net: TwoLayerNet,
+    X,
+    y,
+    *,
+    loss="logistic",
+    outer: Potential | str = "euclidean",
+    inner: Potential | str | None = None,
+    step: float = 0.1,
+    adaptive: bool = True,
+    growth: float = 1.5,
+    max_steps: int = 10_000,
+    target_loss: float | None = None,
+    max_time: float | None = None,
+    n_logs: int = 80,
+    record: Callable[[TwoLayerNet], dict] | None = None,
+    stop_when: Callable[[TwoLayerNet], bool] | None = None,
+    train_inner: bool = True,
+    sam_radius: float = 0.0,
+    label_noise: float = 0.0,
+    perturbed_steps: int = 0,
+    seed: int = 0,
+) -> TrainingRun:
     """Train ``net`` by layer-wise mirror descent with potentials ``outer`` (on a) and ``inner`` (on θ).
 
     ``inner`` defaults to ``outer``; ``train_inner=False`` keeps θ fixed (a linear
@@ -225,8 +246,10 @@ def mirror_descent(net: TwoLayerNet, X, y, *, loss="logistic", outer: Potential 
     if adaptive and not growth >= 1:
         raise FlatbookInputError(f"growth must be >= 1 (how much the next step may grow), got {growth!r}.")
     if (sam_radius > 0 or label_noise > 0) and adaptive:
-        raise FlatbookInputError("SAM and label noise change the gradient, so a loss-decrease line search "
-                                 "does not apply: pass adaptive=False with a fixed `step`.")
+        raise FlatbookInputError(
+            "SAM and label noise change the gradient, so a loss-decrease line search "
+            "does not apply: pass adaptive=False with a fixed `step`."
+        )
     if sam_radius < 0 or label_noise < 0 or perturbed_steps < 0:
         raise FlatbookInputError("sam_radius, label_noise and perturbed_steps must be >= 0.")
     noise = torch.Generator().manual_seed(seed) if label_noise > 0 else None
@@ -254,8 +277,9 @@ def mirror_descent(net: TwoLayerNet, X, y, *, loss="logistic", outer: Potential 
             run.stopped = "max_time"
             break
         perturbed = run.steps < perturbed_steps
-        grad_a, grad_theta = _step_gradient(state, X, y, activation, loss, sam_radius if perturbed else 0.0,
-                                            label_noise if perturbed else 0.0, noise)
+        grad_a, grad_theta = _step_gradient(
+            state, X, y, activation, loss, sam_radius if perturbed else 0.0, label_noise if perturbed else 0.0, noise
+        )
         dual_a = outer.mirror_map(state.a)  # ∇R(w), once per step: each trial is ∇Q(∇R(w) − η∇L) (mirror.mirror_step)
         dual_theta = inner.mirror_map(state.theta) if train_inner else None
         for _ in range(200):
@@ -268,8 +292,14 @@ def mirror_descent(net: TwoLayerNet, X, y, *, loss="logistic", outer: Potential 
             trial = None
         # Stuck: no step of 2^-200 times the last decreases the loss, or the step accepted is below round-off
         # (the parameters did not change although the gradient is not zero, so every later step repeats it).
-        frozen = trial is not None and adaptive and trial.loss == state.loss and torch.equal(trial.a, state.a) \
-            and torch.equal(trial.theta, state.theta) and bool(grad_a.any() or grad_theta.any())
+        frozen = (
+            trial is not None
+            and adaptive
+            and trial.loss == state.loss
+            and torch.equal(trial.a, state.a)
+            and torch.equal(trial.theta, state.theta)
+            and bool(grad_a.any() or grad_theta.any())
+        )
         if trial is None or frozen:
             if state.loss <= ROUND_OFF * run.history[0]["loss"]:  # at the floor of the mirror maps' round trip
                 run.stopped = "round-off"
@@ -278,11 +308,15 @@ def mirror_descent(net: TwoLayerNet, X, y, *, loss="logistic", outer: Potential 
                 run.stopped = "kink"
                 break
         if trial is None:
-            raise SolverError(f"mirror descent could not decrease the loss {state.loss:.3e} at step {run.steps} "
-                              "even with a step 2^-200 times the last one; the gradient is likely wrong.")
+            raise SolverError(
+                f"mirror descent could not decrease the loss {state.loss:.3e} at step {run.steps} "
+                "even with a step 2^-200 times the last one; the gradient is likely wrong."
+            )
         if not math.isfinite(trial.loss):
-            raise SolverError(f"mirror descent diverged at step {run.steps} (loss {trial.loss}) with a fixed "
-                              f"step {eta:.3g}; lower `step` or pass adaptive=True.")
+            raise SolverError(
+                f"mirror descent diverged at step {run.steps} (loss {trial.loss}) with a fixed "
+                f"step {eta:.3g}; lower `step` or pass adaptive=True."
+            )
         improved = trial.loss < state.loss
         state = trial
         run.steps += 1

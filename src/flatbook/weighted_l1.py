@@ -40,12 +40,12 @@ class MasterSolution:
     on the master's optimum.
     """
 
-    mu: np.ndarray       #: μ_j, one per current column
-    dual: np.ndarray     #: λ (n,), |φ_jᵀλ| ≤ w_j with equality where μ_j ≠ 0
-    value: float         #: Σ_j w_j |μ_j| = λᵀy
-    exact: bool = True   #: an optimal solution (True) or an approximate one (False)
-    basic: bool = True   #: a vertex of the feasible set (False for approximate ones and face points)
-    gap: float = 0.0     #: the relative gap an approximate one was solved to (0 for an optimal one)
+    mu: np.ndarray  #: μ_j, one per current column
+    dual: np.ndarray  #: λ (n,), |φ_jᵀλ| ≤ w_j with equality where μ_j ≠ 0
+    value: float  #: Σ_j w_j |μ_j| = λᵀy
+    exact: bool = True  #: an optimal solution (True) or an approximate one (False)
+    basic: bool = True  #: a vertex of the feasible set (False for approximate ones and face points)
+    gap: float = 0.0  #: the relative gap an approximate one was solved to (0 for an optimal one)
 
 
 @contextlib.contextmanager
@@ -85,12 +85,11 @@ class WeightedL1Master:
         self.time_limit = float(time_limit)
         self._inf = highspy.kHighsInf
         self._status_optimal = highspy.HighsModelStatus.kOptimal
-        self._highs.addRows(self.n, y, y, 0, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32),
-                            np.zeros(0))
+        self._highs.addRows(self.n, y, y, 0, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0))
         self.weights = np.zeros(0)
         self._order = np.zeros(0, dtype=np.int64)  # LP column → our column
-        self._sign = np.zeros(0)                   # LP column → +1 (μ⁺) or −1 (μ⁻)
-        self._pending: list[np.ndarray] = []       # blocks of the last columns, not yet in the HiGHS model
+        self._sign = np.zeros(0)  # LP column → +1 (μ⁺) or −1 (μ⁻)
+        self._pending: list[np.ndarray] = []  # blocks of the last columns, not yet in the HiGHS model
 
     @property
     def size(self) -> int:
@@ -117,12 +116,20 @@ class WeightedL1Master:
         if k == 0:
             return
         pending = np.hstack(self._pending)
-        weights = self.weights[self.size - k:]
+        weights = self.weights[self.size - k :]
         both = np.hstack([pending, -pending])  # μ⁺ columns, then μ⁻ columns
         starts = np.arange(2 * k, dtype=np.int32) * self.n
         index = np.tile(np.arange(self.n, dtype=np.int32), 2 * k)
-        self._highs.addCols(2 * k, np.concatenate([weights, weights]), np.zeros(2 * k),
-                            np.full(2 * k, self._inf), 2 * k * self.n, starts, index, both.T.ravel())
+        self._highs.addCols(
+            2 * k,
+            np.concatenate([weights, weights]),
+            np.zeros(2 * k),
+            np.full(2 * k, self._inf),
+            2 * k * self.n,
+            starts,
+            index,
+            both.T.ravel(),
+        )
         first = self.size - k  # keep our bookkeeping in LP order
         self._order = np.concatenate([self._order, first + np.arange(k), first + np.arange(k)])
         self._sign = np.concatenate([self._sign, np.ones(k), -np.ones(k)])
@@ -134,7 +141,7 @@ class WeightedL1Master:
         first = self.size - self._pending_count  # the pending columns are the last ones: block by block
         blocks = []
         for block in self._pending:
-            blocks.append(block[:, keep[first:first + block.shape[1]]])
+            blocks.append(block[:, keep[first : first + block.shape[1]]])
             first += block.shape[1]
         self._pending = [block for block in blocks if block.shape[1] > 0]
         drop_lp = np.nonzero(~keep[self._order])[0].astype(np.int32)
@@ -173,7 +180,8 @@ class WeightedL1Master:
             if "nfeasible" in text:
                 raise InfeasibleInterpolationError(
                     f"the {self.size} directions in the master cannot interpolate the {self.n} labels "
-                    "(their feature matrix has rank < n); start from more or other directions.")
+                    "(their feature matrix has rank < n); start from more or other directions."
+                )
             raise SolverError(f"HiGHS stopped with status {text!r} on the restricted master.")
         solution = self._highs.getSolution()
         x = np.asarray(solution.col_value)
