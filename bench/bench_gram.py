@@ -4,7 +4,7 @@
     python bench/bench_gram.py --sizes 1600x25000
 
 Every p = 1 interior-point step and every p > 1 dual Newton step of :mod:`flatbook.flattest` forms
-Φ diag(d) Φᵀ (n × n from n × m).  ``_weighted_gram`` with ``min_entries=0`` forms it from its lower block
+Φ diag(d) Φᵀ (n × n from n × m).  ``weighted_gram`` with ``min_entries=0`` forms it from its lower block
 triangle (4 row blocks, 5/8 of the flops) and mirrors it; the default switches to that form from
 ``BLOCKED_GRAM_MIN_ENTRIES`` entries of Φ up.  Printed per size: the one-GEMM seconds (fastest of
 seven runs) and the blocked form's time as a ratio of it (< 1: the blocked form is faster).
@@ -16,7 +16,7 @@ import argparse
 
 import torch
 
-from flatbook.flattest import BLOCKED_GRAM_MIN_ENTRIES, _weighted_gram
+from flatbook.lp import BLOCKED_GRAM_MIN_ENTRIES, weighted_gram
 
 from common import fastest, header
 
@@ -60,7 +60,7 @@ def main():
         Phi = torch.randn(n, m, generator=gen, dtype=torch.float64)
         d = torch.rand(m, generator=gen, dtype=torch.float64)
         one = fastest(lambda P, w: (P * w) @ P.T, Phi, d, repeats=7)[1]
-        ratios = [fastest(_weighted_gram, Phi, d, b, 0, repeats=7)[1] / one for b in args.blocks]
+        ratios = [fastest(weighted_gram, Phi, d, b, 0, repeats=7)[1] / one for b in args.blocks]
         print(f"| {n} | {m} | {1e3 * one:.2f} | " + " | ".join(f"{r:.2f}" for r in ratios) + " |", flush=True)
 
 

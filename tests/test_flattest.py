@@ -7,6 +7,7 @@ import torch
 from flatbook import TwoLayerNet, flattest_outer_weights, min_flatness
 from flatbook.data import sum_of_single_index
 from flatbook.errors import FlatbookInputError, InfeasibleInterpolationError, SolverError, SolverFallbackWarning
+from flatbook.flattest import feature_matrix
 
 
 def problem(n=15, m=40, d=6, seed=0):
@@ -79,7 +80,8 @@ def test_fast_solver_agrees_with_clarabel(name, noise_std):
 
 def test_interior_point_stops_at_the_first_certified_vertex():
     from flatbook.flatness import flatness_weights
-    from flatbook.flattest import _exact_vertex, _lp_interior_point, feature_matrix
+    from flatbook.flattest import feature_matrix
+    from flatbook.lp import interior_point, vertex_from_dual
 
     theta, X, y = problem(n=30, m=120)
     Phi, kappa = feature_matrix(theta, X, "relu"), flatness_weights(theta, X, "relu")
@@ -87,36 +89,36 @@ def test_interior_point_stops_at_the_first_certified_vertex():
 
     def vertex(lam):
         tried.append(lam)
-        return _exact_vertex(lam, Phi, y, kappa, tight_tols=())
+        return vertex_from_dual(lam, Phi, y, kappa, tight_tols=())
 
-    _, _, early, _ = _lp_interior_point(Phi, y, kappa, vertex=vertex)
+    _, _, early, _ = interior_point(Phi, y, kappa, vertex=vertex)
     assert early is not None and len(tried) >= 1
-    full_lam, _, none, _ = _lp_interior_point(Phi, y, kappa)
-    full = _exact_vertex(full_lam, Phi, y, kappa)
+    full_lam, _, none, _ = interior_point(Phi, y, kappa)
+    full = vertex_from_dual(full_lam, Phi, y, kappa)
     assert none is None and full is not None
     torch.testing.assert_close(early[0], full[0], atol=1e-10, rtol=1e-9)  # the same optimal vertex
     value = float((kappa * early[0].abs()).sum())
     assert value == pytest.approx(float(early[1] @ y), rel=1e-9)  # zero duality gap: exact
 
 
-def test_exact_vertex_survives_the_nnls_iteration_limit(monkeypatch):
+def test_vertex_from_dual_survives_the_nnls_iteration_limit(monkeypatch):
     """scipy's NNLS raises at its iteration limit (it did on a tight set of a d = 100, n = 1600 master): the
     vertex is then not identified (None, so the caller falls back to the simplex) instead of an exception."""
-    import flatbook.flattest as flattest
+    import flatbook.lp as lp
     from flatbook.flatness import flatness_weights
 
     theta, X, y = problem(n=30, m=120)
-    Phi, kappa = flattest.feature_matrix(theta, X, "relu"), flatness_weights(theta, X, "relu")
-    lam, _, _, _ = flattest._lp_interior_point(Phi, y, kappa)
+    Phi, kappa = feature_matrix(theta, X, "relu"), flatness_weights(theta, X, "relu")
+    lam = lp.interior_point(Phi, y, kappa).lam
     calls = []
 
     def nnls(*args, **kwargs):
         calls.append(1)
         raise RuntimeError("Maximum number of iterations reached.")
 
-    monkeypatch.setattr(flattest.scipy.optimize, "nnls", nnls)
+    monkeypatch.setattr(lp.scipy.optimize, "nnls", nnls)
     lam_far = lam + 0.5 * lam.abs().max() * torch.ones_like(lam)  # no basis certifies: the tight-set NNLS runs
-    assert flattest._exact_vertex(lam_far, Phi, y, kappa) is None and len(calls) == 2
+    assert lp.vertex_from_dual(lam_far, Phi, y, kappa) is None and len(calls) == 2
 
 
 @pytest.mark.slow
@@ -146,14 +148,15 @@ def test_nearly_degenerate_vertices_are_certified(rho):
 
 def test_newton_falls_back_to_clarabel(monkeypatch):
     import flatbook.flattest as flattest
+    import flatbook.lp as lp
 
     theta, X, y = problem()
     monkeypatch.setattr(
         flattest,
-        "_lp_interior_point",
+        "interior_point",
         lambda Phi, y, kappa, vertex=None: (torch.zeros_like(y), torch.zeros(Phi.shape[1], dtype=y.dtype), None, None),
     )
-    monkeypatch.setattr(flattest, "_l1_simplex", lambda *args, **kwargs: None)  # nor do simplex pivots certify
+    monkeypatch.setattr(lp, "simplex_crossover", lambda *args, **kwargs: None)  # nor do simplex pivots certify
     with pytest.warns(SolverFallbackWarning, match="Clarabel"):
         result = flattest_outer_weights(theta, X, y, "relu", solver="newton")
     assert result.solver == "CLARABEL"
@@ -226,8 +229,10 @@ def test_dual_newton_polish_recovers_from_an_inaccurate_start():
 
 def test_unavailable_solver_raises():
     theta, X, y = problem()
-    with pytest.raises(SolverError, match="cvxpy/NOT_A_SOLVER failed"):
+    with pytest.raises(FlatbookInputError, match="unknown solver 'NOT_A_SOLVER'"):
         flattest_outer_weights(theta, X, y, "relu", solver="NOT_A_SOLVER")
+    with pytest.raises(FlatbookInputError, match="Did you mean 'CLARABEL'"):
+        flattest_outer_weights(theta, X, y, "relu", solver="clarabell")
 
 
 def test_bad_inputs():
@@ -246,16 +251,16 @@ def test_bad_inputs():
 
 @pytest.mark.parametrize("n,columns,blocks", [(1, 3, 4), (3, 7, 4), (10, 40, 4), (33, 100, 8), (50, 20, 3), (4, 0, 4)])
 @pytest.mark.parametrize("weighted", [True, False])
-def test_weighted_gram_is_the_full_product(n, columns, blocks, weighted):
+def testweighted_gram_is_the_full_product(n, columns, blocks, weighted):
     """Φ diag(d) Φᵀ (Φ Φᵀ without d), blocked (min_entries=0) and as one GEMM alike, for any number of rows
     (fewer than the blocks too) and of columns (fewer than the rows, or none)."""
-    from flatbook.flattest import _weighted_gram
+    from flatbook.lp import weighted_gram
 
     gen = torch.Generator().manual_seed(n)
     Phi = torch.randn(n, columns, generator=gen, dtype=torch.float64)
     d = torch.rand(columns, generator=gen, dtype=torch.float64) if weighted else None
     full = (Phi if d is None else Phi * d) @ Phi.T
-    for gram in (_weighted_gram(Phi, d, blocks=blocks, min_entries=0), _weighted_gram(Phi, d)):
+    for gram in (weighted_gram(Phi, d, blocks=blocks, min_entries=0), weighted_gram(Phi, d)):
         assert gram.shape == (n, n)
         torch.testing.assert_close(gram, full, rtol=1e-13, atol=1e-13)
 
@@ -272,12 +277,13 @@ def highs_l1_optimum(Phi, y, kappa):
 
 @pytest.mark.parametrize("seed", range(10))
 @pytest.mark.parametrize("sparse_labels", [False, True])
-def test_l1_simplex_reaches_the_optimum_from_any_basis(seed, sparse_labels):
+def testsimplex_crossover_reaches_the_optimum_from_any_basis(seed, sparse_labels):
     """From a random basis (far from optimal) the pivots reach the LP optimum, certified, with HiGHS's value;
     labels that three columns fit exactly give degenerate bases (weights at zero) on the way, and for some
     seeds a degenerate optimum."""
     from flatbook.flatness import flatness_weights
-    from flatbook.flattest import _l1_simplex, feature_matrix
+    from flatbook.flattest import feature_matrix
+    from flatbook.lp import simplex_crossover
 
     theta, X, y = problem(n=12, m=60, seed=seed)
     Phi, kappa = feature_matrix(theta, X, "relu"), flatness_weights(theta, X, "relu")
@@ -286,7 +292,7 @@ def test_l1_simplex_reaches_the_optimum_from_any_basis(seed, sparse_labels):
     gen = torch.Generator().manual_seed(seed)
     start = torch.randperm(Phi.shape[1], generator=gen)[: Phi.shape[0]]
     signs = torch.where(torch.rand(Phi.shape[0], generator=gen) < 0.5, -1.0, 1.0).to(Phi.dtype)
-    a, lam = _l1_simplex(start, signs, Phi, y, kappa, max_pivots=20 * Phi.shape[0])
+    a, lam = simplex_crossover(start, signs, Phi, y, kappa, max_pivots=20 * Phi.shape[0])
     assert float((Phi @ a - y).abs().max()) <= 1e-10 * float(y.abs().max())
     assert float(((Phi.T @ lam).abs() / kappa).max()) <= 1.0 + 1e-12  # feasible to round-off
     assert (a != 0).sum() <= Phi.shape[0]
@@ -295,40 +301,41 @@ def test_l1_simplex_reaches_the_optimum_from_any_basis(seed, sparse_labels):
     assert value == pytest.approx(highs_l1_optimum(Phi, y, kappa), rel=1e-8)
 
 
-def test_l1_simplex_gives_up_after_its_pivots():
+def testsimplex_crossover_gives_up_after_its_pivots():
     """max_pivots = 0 from a basis that its dual does not certify: None, not a wrong vertex."""
     from flatbook.flatness import flatness_weights
-    from flatbook.flattest import _l1_simplex, feature_matrix
+    from flatbook.flattest import feature_matrix
+    from flatbook.lp import simplex_crossover
 
     theta, X, y = problem(n=12, m=60)
     Phi, kappa = feature_matrix(theta, X, "relu"), flatness_weights(theta, X, "relu")
     start = torch.arange(Phi.shape[0])
     signs = torch.ones(Phi.shape[0], dtype=Phi.dtype)
-    assert _l1_simplex(start, signs, Phi, y, kappa, max_pivots=0) is None
-    assert _l1_simplex(start, signs, Phi, y, kappa, max_pivots=20 * Phi.shape[0]) is not None
+    assert simplex_crossover(start, signs, Phi, y, kappa, max_pivots=0) is None
+    assert simplex_crossover(start, signs, Phi, y, kappa, max_pivots=20 * Phi.shape[0]) is not None
 
 
-def test_exact_vertex_crossover_certifies_what_the_dual_alone_cannot(monkeypatch):
+def test_vertex_from_dual_crossover_certifies_what_the_dual_alone_cannot(monkeypatch):
     """A dual too far off for its tight set, NNLS failing (as on a d = 100, n = 1600 master) and a primal
     iterate stopped at a gap of 0.1, whose bases do not certify: without crossover no vertex; with it,
     pivots from the primal's basis (one at least) reach the optimum."""
-    import flatbook.flattest as flattest
+    import flatbook.lp as lp
     from flatbook.flatness import flatness_weights
 
     theta, X, y = problem(n=30, m=120)
-    Phi, kappa = flattest.feature_matrix(theta, X, "relu"), flatness_weights(theta, X, "relu")
-    lam, primal, _, _ = flattest._lp_interior_point(Phi, y, kappa, tol=1e-1)  # an inexact master's iterate
+    Phi, kappa = feature_matrix(theta, X, "relu"), flatness_weights(theta, X, "relu")
+    lam, primal, _, _ = lp.interior_point(Phi, y, kappa, tol=1e-1)  # an inexact master's iterate
 
     def nnls(*args, **kwargs):
         raise RuntimeError("Maximum number of iterations reached.")
 
-    monkeypatch.setattr(flattest.scipy.optimize, "nnls", nnls)
+    monkeypatch.setattr(lp.scipy.optimize, "nnls", nnls)
     lam_far = lam + 0.5 * lam.abs().max() * torch.ones_like(lam)
-    assert flattest._exact_vertex(lam_far, Phi, y, kappa, primal=primal) is None
+    assert lp.vertex_from_dual(lam_far, Phi, y, kappa, primal=primal) is None
     factorisations = []
     lu_factor = torch.linalg.lu_factor
     monkeypatch.setattr(torch.linalg, "lu_factor", lambda A: factorisations.append(1) or lu_factor(A))
-    a, dual = flattest._exact_vertex(lam_far, Phi, y, kappa, primal=primal, crossover=True)
+    a, dual = lp.vertex_from_dual(lam_far, Phi, y, kappa, primal=primal, crossover=True)
     assert len(factorisations) >= 2  # one per basis: the start did not certify, a pivot was needed
     assert float((kappa * a.abs()).sum()) == pytest.approx(highs_l1_optimum(Phi, y, kappa), rel=1e-8)
     assert float((kappa * a.abs()).sum()) == pytest.approx(float(dual @ y), rel=1e-9)

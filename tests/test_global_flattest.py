@@ -184,8 +184,8 @@ def test_restart_point_is_an_early_iterate_and_a_valid_start_for_the_enlarged_ma
     tolerance, not its start.  Extended to the columns that pricing adds (dual ratio above 1 at its λ, so one
     slack of each is floored), it starts the next master: inexactly, the iterate passes the same quality
     check as a cold start's; exactly, it reaches the cvxpy optimum of the enlarged master."""
-    from flatbook.flattest import _lp_interior_point
     from flatbook.global_flattest import MASTER_RESTART_FACTOR
+    from flatbook.lp import interior_point
 
     rng = np.random.default_rng(4)
     n, m, k = 25, 300, 40
@@ -219,11 +219,11 @@ def test_restart_point_is_an_early_iterate_and_a_valid_start_for_the_enlarged_ma
     assert not warm.exact  # the inexact iterate passed the quality check
     exact = cvxpy_weighted_l1(Phi.numpy(), y, weights)
     assert warm.value == pytest.approx(exact, rel=0.2)
-    lam_exact, primal, _, _ = _lp_interior_point(Phi, yt, w, start=start)
+    lam_exact, primal, _, _ = interior_point(Phi, yt, w, start=start)
     assert float(lam_exact @ yt) == pytest.approx(exact, rel=1e-7)
     assert float(w @ primal.abs()) == pytest.approx(exact, rel=1e-7)
     with pytest.raises(ValueError, match="start point is for"):
-        _lp_interior_point(Phi, yt, w, start=restart)
+        interior_point(Phi, yt, w, start=restart)
 
 
 def test_warm_masters_restart_inexact_masters_and_save_factorisations(monkeypatch):
@@ -237,16 +237,16 @@ def test_warm_masters_restart_inexact_masters_and_save_factorisations(monkeypatc
     runs = {}
     for warm in (False, True):
         solves, grams = [], []
-        interior_point, gram = global_flattest._lp_interior_point, flattest._weighted_gram
+        interior_point, gram = global_flattest.interior_point, flattest.weighted_gram
 
         def spy(Phi, y, kappa, tol=1e-9, interior_point=interior_point, solves=solves, **options):
             solves.append((tol > 1e-9, options.get("start") is not None))
             return interior_point(Phi, y, kappa, tol=tol, **options)
 
-        monkeypatch.setattr(global_flattest, "_lp_interior_point", spy)
+        monkeypatch.setattr(global_flattest, "interior_point", spy)
         monkeypatch.setattr(
             flattest,
-            "_weighted_gram",
+            "weighted_gram",
             lambda *args, gram=gram, grams=grams, **kwargs: grams.append(1) or gram(*args, **kwargs),
         )
         flattest_interpolator(X, y, "relu", 120, rounds=16, slide_steps=0, warm_masters=warm)

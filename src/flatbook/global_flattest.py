@@ -49,8 +49,9 @@ from .activations import HomogeneousActivation, LeakyReLU, get_activation
 from .backend import as_tensor, check_data, is_count, lstsq_driver
 from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverError
 from .flatness import min_flatness, unit_flatness_weights
-from .flattest import InteriorPointIterate, _exact_vertex, _lp_interior_point, flattest_outer_weights
+from .flattest import flattest_outer_weights
 from .interpolators import complement_basis
+from .lp import InteriorPointIterate, interior_point, vertex_from_dual
 from .network import TwoLayerNet
 from .pricing import (
     ExactPricer,
@@ -914,7 +915,7 @@ def _solve_master(
     factor of ``gap_tol``: the ``start`` of the next inexact master once extended to its new columns.
     """
     if gap_tol is not None:
-        central, mu, _, restart = _lp_interior_point(Phi, y, w, tol=gap_tol, start=start, restart_factor=restart_factor)
+        central, mu, _, restart = interior_point(Phi, y, w, tol=gap_tol, start=start, restart_factor=restart_factor)
         value, dual_value = float(w @ mu.abs()), float(central @ y)
         # A quality check, in the interior point's own measures (relative to 1 + ‖y‖ and 1 + value): an
         # iterate it ended on after a failed factorisation or its iteration limit can be far off; the exact
@@ -937,7 +938,7 @@ def _solve_master(
                 central,
                 restart,
             )
-    central, mu, _, _ = _lp_interior_point(Phi, y, w)
+    central, mu, _, _ = interior_point(Phi, y, w)
     if not (bool(torch.isfinite(central).all()) and bool(torch.isfinite(mu).all())):
         highs = master.solve()  # diagnoses columns that cannot interpolate
         return highs, torch.as_tensor(highs.dual, dtype=Phi.dtype, device=Phi.device), None
@@ -959,11 +960,11 @@ def _weak_duality_bound(lam, Phi, y, w) -> float:
 
 def _master_vertex(master, Phi, y, w, central, primal=None) -> MasterSolution:
     """The master's optimal vertex read off a dual point λ_c of the same or a larger column set
-    (complementary slackness, :func:`~flatbook.flattest._exact_vertex`, which also tries the bases of the
+    (complementary slackness, :func:`~flatbook.lp.vertex_from_dual`, which also tries the bases of the
     interior point's ``primal`` iterate when given, then simplex pivots from one of them); HiGHS's simplex
     from scratch when none is identified (it also diagnoses columns that cannot interpolate).  On a dense
     master of thousands of columns those pivots take a second where HiGHS takes minutes (bench/README.md)."""
-    vertex = _exact_vertex(central, Phi, y, w, primal=primal, crossover=True)
+    vertex = vertex_from_dual(central, Phi, y, w, primal=primal, crossover=True)
     if vertex is None:
         return master.solve()
     mu, dual = vertex
