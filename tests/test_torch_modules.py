@@ -61,3 +61,20 @@ def test_other_architectures_are_rejected_with_the_reason():
         TwoLayerNet.from_module(nn.Sequential(nn.Linear(3, 4, bias=False), nn.Tanh(), nn.Linear(4, 1, bias=False)))
     with pytest.raises(FlatbookInputError, match="expected nn.Sequential"):
         TwoLayerNet.from_module(nn.Linear(3, 1))
+
+
+@pytest.mark.parametrize(
+    ("act", "activation"),
+    [(nn.Tanh(), "relu"), (nn.LeakyReLU(0.1), "relu"), (nn.ReLU(), "quadratic"), (nn.ReLU(), "leaky_relu")],
+    ids=["tanh-as-relu", "leaky-as-relu", "relu-as-quadratic", "relu-as-leaky"],
+)
+def test_an_activation_that_is_not_the_modules_is_rejected(act, activation):
+    with pytest.raises(FlatbookInputError, match=f"does not match the module's middle layer {type(act).__name__}"):
+        TwoLayerNet.from_module(model(act), activation=activation)
+
+
+def test_a_float32_module_passes_the_probe_check():
+    module = model(nn.ReLU()).float()
+    net = TwoLayerNet.from_module(module)
+    X = torch.randn(30, 4)
+    torch.testing.assert_close(net(X), module(X)[:, 0].detach().double(), rtol=1e-5, atol=1e-6)

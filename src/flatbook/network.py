@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from .activations import HomogeneousActivation, get_activation
+from .activations import ACTIVATION_NAMES, HomogeneousActivation, get_activation
 from .backend import as_tensor, check_data, row_chunks
 from .errors import FlatbookInputError
 
@@ -145,7 +145,8 @@ class TwoLayerNet:
         ``act`` may be ``nn.ReLU()``, ``nn.LeakyReLU(s)`` or any module for which ``activation``
         (a flatbook activation or its name) is given explicitly; the weights are copied in float64,
         so :func:`~flatbook.flatness.hessian_trace` and :func:`~flatbook.flatness.min_flatness` apply to a model you
-        trained yourself.  Any other architecture is rejected with the reason.
+        trained yourself.  Any other architecture, or an ``activation`` that does not compute what ``act`` does
+        (checked on a probe batch), is rejected with the reason.
         """
         layers = list(module.children()) if isinstance(module, torch.nn.Sequential) else []
         shape = " -> ".join(type(layer).__name__ for layer in layers) or type(module).__name__
@@ -171,7 +172,9 @@ class TwoLayerNet:
                 raise FlatbookInputError(
                     f"cannot tell the degree of {type(act).__name__}; pass activation= (e.g. 'quadratic')."
                 )
-        return cls(outer.weight.detach()[0].to(torch.float64), inner.weight.detach().to(torch.float64), activation)
+        net = cls(outer.weight.detach()[0].to(torch.float64), inner.weight.detach().to(torch.float64), activation)
+        _check_same_function(module, net)
+        return net
 
     def to_module(self) -> torch.nn.Sequential:
         """A bias-free ``nn.Sequential`` computing the same function (float64, on this network's device).
@@ -188,6 +191,29 @@ class TwoLayerNet:
 
     def __repr__(self) -> str:
         return f"TwoLayerNet(m={self.width}, d={self.input_dim}, activation={self.activation!r})"
+
+
+def _check_same_function(module: torch.nn.Module, net: TwoLayerNet, n_probe: int = 64) -> None:
+    """Raise unless ``module`` and ``net`` agree on a fixed Gaussian probe batch, up to the module's precision."""
+    weight = next(module.parameters())
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(n_probe, net.input_dim, generator=gen, dtype=torch.float64)
+    with torch.no_grad():
+        theirs = module(X.to(dtype=weight.dtype, device=weight.device))[:, 0].to(torch.float64).cpu()
+        X = X.to(net.device)
+        ours = net(X).cpu()
+        # rounding of the module's sum is bounded by a multiple of eps times the sum of its terms' sizes
+        size = (net.activation(X @ net.theta.T).abs() @ net.a.abs()).cpu()
+    tolerance = (torch.finfo(weight.dtype).eps ** 0.5) * (size + 1.0)
+    worst = int(torch.argmax((theirs - ours).abs() - tolerance))
+    if (theirs - ours).abs()[worst] > tolerance[worst]:
+        raise FlatbookInputError(
+            f"activation={net.activation!r} does not match the module's middle layer "
+            f"{type(list(module.children())[1]).__name__}: on a probe input the module gives "
+            f"{float(theirs[worst]):.6g} and the network "
+            f"{float(ours[worst]):.6g}; pass the activation the module applies (flatbook needs a positively "
+            f"homogeneous one: {', '.join(ACTIVATION_NAMES)})."
+        )
 
 
 class _ActivationModule(torch.nn.Module):
