@@ -76,6 +76,38 @@ def test_device_variable_is_validated(monkeypatch):
         TwoLayerNet([1.0], [[1.0]], "relu")
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error a machine without a GPU gives")
+@pytest.mark.parametrize("inputs", ["tensors", "lists"])
+def test_a_requested_cuda_device_is_honoured_for_tensor_inputs_too(monkeypatch, inputs):
+    """FLATBOOK_DEVICE=cuda applies to every input: without a GPU, tensors are refused as lists are."""
+    monkeypatch.setenv("FLATBOOK_DEVICE", "cuda")
+    a, theta = ([1.0], [[1.0]]) if inputs == "lists" else (torch.ones(1), torch.ones(1, 1))
+    with pytest.raises(FlatbookInputError, match="FLATBOOK_DEVICE='cuda' asks for CUDA but torch sees no GPU"):
+        TwoLayerNet(a, theta, "relu")
+
+
+@pytest.mark.parametrize("device", ["meta", "mps"])
+def test_a_device_that_cannot_hold_the_data_is_refused(monkeypatch, device):
+    if device == "mps" and torch.backends.mps.is_available():
+        pytest.skip("this machine has an MPS device")
+    monkeypatch.setenv("FLATBOOK_DEVICE", device)
+    with pytest.raises(FlatbookInputError, match=f"FLATBOOK_DEVICE='{device}'"):
+        TwoLayerNet(torch.ones(1), torch.ones(1, 1), "relu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_tensors_move_to_the_requested_device(monkeypatch):
+    monkeypatch.setenv("FLATBOOK_DEVICE", "cuda")
+    net = TwoLayerNet(torch.ones(2), torch.ones(2, 3), "relu")  # CPU tensors
+    assert net.theta.device.type == net.a.device.type == net(torch.ones(4, 3)).device.type == "cuda"
+    monkeypatch.setenv("FLATBOOK_DEVICE", "cpu")
+    net = TwoLayerNet(torch.ones(2, device="cuda"), torch.ones(2, 3, device="cuda"), "relu")
+    assert net.theta.device.type == net.a.device.type == "cpu"
+    monkeypatch.setenv("FLATBOOK_DEVICE", f"cuda:{torch.cuda.device_count()}")  # one past the last GPU
+    with pytest.raises(FlatbookInputError, match="is not available here"):
+        TwoLayerNet(torch.ones(2), torch.ones(2, 3), "relu")
+
+
 def test_active_neurons_counts_the_weight_carrying_neurons():
     net = TwoLayerNet(
         torch.tensor([5.0, -3.0, 1.0, 0.5, 0.0], dtype=torch.float64),

@@ -3,12 +3,14 @@
 The device is chosen once per call of :func:`default_device`: the environment
 variable ``FLATBOOK_DEVICE`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...) if set,
 else CUDA when present, else the CPU.  Every public function converts its
-inputs with :func:`as_tensor`, which also rejects NaN/inf and wrong shapes with
-a message that names the argument.
+inputs with :func:`as_tensor`, which puts arrays and tensors alike on that
+device and rejects NaN/inf and wrong shapes with a message that names the
+argument.
 """
 
 from __future__ import annotations
 
+import functools
 import numbers
 import os
 
@@ -36,33 +38,50 @@ def default_device() -> torch.device:
     """The device flatbook computes on: ``$FLATBOOK_DEVICE``, else CUDA if available, else CPU."""
     requested = os.environ.get("FLATBOOK_DEVICE", "").strip()
     if requested:
-        try:
-            device = torch.device(requested)
-        except RuntimeError as exc:
-            raise FlatbookInputError(
-                f"FLATBOOK_DEVICE={requested!r} is not a torch device; use e.g. 'cpu', 'cuda' or 'cuda:0'."
-            ) from exc
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise FlatbookInputError(
-                f"FLATBOOK_DEVICE={requested!r} asks for CUDA but torch sees no GPU; "
-                "unset FLATBOOK_DEVICE or install a CUDA build of torch (see README)."
-            )
-        return device
+        return _requested_device(requested)
     return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
 
 
+@functools.lru_cache(maxsize=8)
+def _requested_device(requested: str) -> torch.device:
+    """``$FLATBOOK_DEVICE`` as a torch device that can hold a tensor, or a clear error."""
+    try:
+        device = torch.device(requested)
+    except RuntimeError as exc:
+        raise FlatbookInputError(
+            f"FLATBOOK_DEVICE={requested!r} is not a torch device; use e.g. 'cpu', 'cuda' or 'cuda:0'."
+        ) from exc
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise FlatbookInputError(
+            f"FLATBOOK_DEVICE={requested!r} asks for CUDA but torch sees no GPU; "
+            "unset FLATBOOK_DEVICE or install a CUDA build of torch (see README)."
+        )
+    if device.type == "meta":
+        raise FlatbookInputError(f"FLATBOOK_DEVICE={requested!r} holds no data; use e.g. 'cpu' or 'cuda'.")
+    try:
+        torch.empty(1, dtype=DTYPE, device=device)
+    except (RuntimeError, AssertionError) as exc:  # a device this build or machine lacks, e.g. 'cuda:7' or 'mps'
+        raise FlatbookInputError(
+            f"FLATBOOK_DEVICE={requested!r} is not available here ({str(exc).splitlines()[0]}); "
+            "unset FLATBOOK_DEVICE or name a device torch can use, e.g. 'cpu' or 'cuda:0'."
+        ) from exc
+    return device
+
+
 def as_tensor(value, name: str, *, ndim: int | None = None, device=None) -> torch.Tensor:
-    """Convert ``value`` to a float64 tensor on the flatbook device, checking shape and finiteness.
+    """Convert ``value`` to a float64 tensor on ``device`` (default: :func:`default_device`, for tensors too),
+    checking shape and finiteness.
 
     Raises :class:`~flatbook.errors.FlatbookInputError` naming ``name`` if ``value`` has the wrong
     number of dimensions or contains NaN or inf.
     """
     if value is None:
         raise FlatbookInputError(f"{name} is None; pass an array or tensor.")
+    device = device or default_device()
     if isinstance(value, torch.Tensor):
-        tensor = value.to(dtype=DTYPE, device=device or value.device)
+        tensor = value.to(dtype=DTYPE, device=device)
     else:
-        tensor = torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=DTYPE, device=device or default_device())
+        tensor = torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=DTYPE, device=device)
     if ndim is not None and tensor.ndim != ndim:
         raise FlatbookInputError(f"{name} must have {ndim} dimension(s), got shape {tuple(tensor.shape)}.")
     if not torch.isfinite(tensor).all():
