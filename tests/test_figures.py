@@ -1,20 +1,29 @@
 """The figure registry and the figure command: every figure regenerates, with provenance, from its id."""
 
+import hashlib
 import inspect
 import json
+import os
+import platform
 import re
+import shlex
+import socket
 import subprocess
 import sys
 import tokenize
+from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from matplotlib.figure import Figure
 
 import flatbook.figures.bad_interpolators
 import flatbook.flattest
 from flatbook.cli import main
 from flatbook.errors import FlatbookInputError
 from flatbook.experiments import SCALES, bad_interpolators
+from flatbook.experiments.runner import code_fingerprint, map_points
 from flatbook.figures import REGISTRY, drawing_code, get_spec, make, registry, saving
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,8 +47,15 @@ def test_every_figure_regenerates_at_smoke_scale(figure_id, tmp_path):
         "wall_time_s",
         "device",
         "chapter",
+        "machine",
+        "command_line",
+        "cache",
+        "sha256",
+        "code_fingerprint",
     ):
         assert key in stored
+    for name, digest in stored["sha256"].items():
+        assert hashlib.sha256((tmp_path / name).read_bytes()).hexdigest() == digest
     assert stored["scale"] == "smoke" and stored["id"] == figure_id
     assert "seed" in stored["config"] and stored["versions"]["torch"]
     spec = REGISTRY[figure_id]
@@ -230,3 +246,116 @@ def test_a_flatbook_source_tree_outside_git_cites_no_commit(tmp_path):
     (tmp_path / "src" / "flatbook").mkdir(parents=True)
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "flatbook"\n')
     assert saving.own_checkout(tmp_path / "src" / "flatbook") is None
+
+
+def _no_computation(monkeypatch):
+    import flatbook.figures as figures
+
+    monkeypatch.setattr(figures, "make", lambda *a, **k: pytest.fail("a figure was computed"))
+
+
+def test_cli_names_the_scheduler_option_for_the_dask_backend(capsys, tmp_path, monkeypatch):
+    _no_computation(monkeypatch)
+    monkeypatch.delenv("FLATBOOK_SCHEDULER", raising=False)
+    assert main(["figure", "ch1-paradox", "--backend", "dask", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "name its scheduler with --scheduler tcp://host:8786" in err and "Client" not in err
+    monkeypatch.setenv("FLATBOOK_BACKEND", "dask")
+    assert main(["figure", "ch1-paradox", "--out", str(tmp_path)]) == 2
+    assert "--scheduler" in capsys.readouterr().err
+
+
+def test_cli_refuses_an_output_or_cache_folder_it_cannot_write(capsys, tmp_path, monkeypatch):
+    _no_computation(monkeypatch)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("in the way")
+    for out in (blocker, blocker / "figures"):
+        assert main(["figure", "ch1-paradox", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert (
+            err == f"flatbook: error: --out {str(out)!r} cannot hold files ({blocker} is a file, not a folder); "
+            "name a folder you can write to.\n"
+        )
+    monkeypatch.setenv("FLATBOOK_CACHE", str(blocker / "cache"))
+    assert main(["figure", "ch1-paradox", "--out", str(tmp_path / "figures")]) == 2
+    assert f"FLATBOOK_CACHE '{blocker / 'cache'}' cannot hold files" in capsys.readouterr().err
+
+
+def test_cli_scales_ignore_case_and_unknown_names_get_suggestions(capsys, tmp_path, monkeypatch):
+    import flatbook.figures as figures
+
+    calls = []
+    monkeypatch.setattr(figures, "make", lambda *a, **k: calls.append(k) or {"files": [], "wall_time_s": 0.0})
+    argv = ["figure", "ch1-paradox", "--scale", " Smoke", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    assert calls[0]["scale"] == "smoke" and calls[0]["command"] == ["flatbook", *argv]
+    assert main(["figure", "ch1-paradox", "--scale", "bok", "--out", str(tmp_path)]) == 2
+    assert "unknown scale 'bok' (did you mean book?)" in capsys.readouterr().err
+    for lookup in (get_spec, drawing_code, lambda figure_id: make(figure_id, out=tmp_path)):
+        with pytest.raises(FlatbookInputError, match=r"unknown figure id 'ch3-gaps' \(did you mean ch3-gap"):
+            lookup("ch3-gaps")
+
+
+@dataclass(frozen=True)
+class ToyConfig:
+    seed: int = 0
+
+
+def toy_point(config, x):
+    return [{"x": x, "y": x * x + config.seed}]
+
+
+def _toy_spec():
+    """A registry entry whose experiment is three cached toy points and whose drawing is one line."""
+
+    def run(config, jobs=None, backend=None):
+        points = [{"x": x} for x in range(3)]
+        return {"rows": [row for rows in map_points(toy_point, config, points, experiment="toy-fig") for row in rows]}
+
+    def draw(tables):
+        fig = Figure(figsize=(3, 2))
+        ax = fig.subplots()
+        ax.plot([r["x"] for r in tables["rows"]], [r["y"] for r in tables["rows"]], label=r"$\Upsilon$")
+        ax.imshow([[0.0, 1.0], [2.0, 3.0]], extent=(0, 1, 0, 1))
+        ax.legend()
+        return fig
+
+    module = SimpleNamespace(CONFIGS=dict.fromkeys(SCALES, ToyConfig()), run=run)
+    return SimpleNamespace(
+        experiment_module=module, draw=draw, title="Toy", chapter="book/toy.md", computed_by="run", drawn_by="draw"
+    )
+
+
+def test_the_sidecar_records_command_cache_hits_hashes_and_machine(tmp_path, monkeypatch):
+    monkeypatch.setattr(saving, "get_spec", lambda figure_id: _toy_spec())
+    command = ["flatbook", "figure", "toy", "--out", "somewhere"]
+    first = make("toy", scale="smoke", out=tmp_path / "a", command=command)
+    second = make("toy", scale="smoke", out=tmp_path / "b")
+    assert first["cache"] == {"points_computed": 3, "points_from_cache": 0}
+    assert second["cache"] == {"points_computed": 0, "points_from_cache": 3}
+    assert first["command_line"] == "flatbook figure toy --out somewhere"
+    assert second["command_line"] == shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
+    assert first["code_fingerprint"] == code_fingerprint()
+    for sidecar, folder in ((first, tmp_path / "a"), (second, tmp_path / "b")):
+        assert sidecar == json.loads((folder / "toy.json").read_text())
+        assert set(sidecar["sha256"]) == {"toy.png", "toy.svg", "toy.pdf"} == set(sidecar["files"])
+        for name, digest in sidecar["sha256"].items():
+            assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest
+    assert first["sha256"] == second["sha256"]  # the same figure, the same bytes
+    machine = first["machine"]
+    assert f"{os.cpu_count()} cores" in machine and "GiB" in machine and platform.system() in machine
+    assert socket.gethostname() not in machine
+
+
+def test_saving_the_same_figure_twice_gives_the_same_bytes(tmp_path, monkeypatch):
+    """Whenever it is saved: no date in the PDF or SVG, no random SVG ids, no matplotlib version in the files."""
+    draw = _toy_spec().draw
+    hashes = []
+    for epoch, folder in (("1000000000", tmp_path / "a"), ("1700000000", tmp_path / "b")):
+        monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)  # what matplotlib dates a file by, if it dates it
+        folder.mkdir()
+        hashes.append(saving.save_figure(draw({"rows": [{"x": 0, "y": 1}, {"x": 1, "y": 0}]}), folder, "toy", "Toy"))
+    assert hashes[0] == hashes[1]
+    for ext in ("png", "svg", "pdf"):
+        assert (tmp_path / "a" / f"toy.{ext}").read_bytes() == (tmp_path / "b" / f"toy.{ext}").read_bytes(), ext
+        assert b"Matplotlib" not in (tmp_path / "a" / f"toy.{ext}").read_bytes(), ext

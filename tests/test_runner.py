@@ -1,7 +1,12 @@
 """The sweep runner: cache per point, resume after an interruption, parallel and Dask give the same table."""
 
+import http.server
 import json
+import os
 import shutil
+import socket
+import threading
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -104,7 +109,7 @@ def test_bad_settings_are_rejected(monkeypatch):
     with pytest.raises(FlatbookInputError, match="FLATBOOK_JOBS='many' is not an integer"):
         map_points(toy_point, Toy(), POINTS, experiment="toy")
     monkeypatch.delenv("FLATBOOK_JOBS")
-    with pytest.raises(FlatbookInputError, match="needs a running dask.distributed Client"):
+    with pytest.raises(FlatbookInputError, match="backend='dask' needs a Dask scheduler: name it with FLATBOOK_SCHED"):
         map_points(toy_point, Toy(), POINTS, experiment="toy-nodask", backend="dask")
 
 
@@ -199,8 +204,25 @@ def test_cache_commands_say_what_they_did(isolated_cache, capsys):
     assert "removed 2 stale cached points" in capsys.readouterr().out
     assert main(["cache", "clear", "nope"]) == 2
     assert "unknown experiment 'nope'" in capsys.readouterr().err
-    assert main(["cache", "clear"]) == 0
+    assert main(["cache", "clear"]) == 2  # not without --all: stdin is not a terminal here
+    assert "pass --all to do that" in capsys.readouterr().err
+    assert runner.cache_summary(["symmetry_paradox"])[0]["current"] == 6
+    assert main(["cache", "clear", "--all"]) == 0
     assert "removed 6 cached points" in capsys.readouterr().out
+
+
+def test_clearing_everything_asks_on_a_terminal(isolated_cache, capsys, monkeypatch):
+    from flatbook.cli import main
+
+    _fill(isolated_cache)
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda question: "n")
+    assert main(["cache", "clear"]) == 0 and "nothing deleted" in capsys.readouterr().out
+    assert runner.cache_summary(["symmetry_paradox"])[0]["current"] == 6
+    monkeypatch.setattr("builtins.input", lambda question: "y")
+    assert main(["cache", "clear"]) == 0 and "removed 8 cached points" in capsys.readouterr().out
+    assert main(["cache", "clear", "symmetry_paradox", "--all"]) == 2
+    assert "not both" in capsys.readouterr().err
 
 
 def test_cache_commands_with_the_cache_off(monkeypatch, capsys):
@@ -226,3 +248,109 @@ def test_run_report_fits_a_code_box(monkeypatch):
             assert lines[0] == "scale 'book', ran in 12.3 s" and lines[1].endswith("read from the cache")
             assert max(map(len, lines)) <= 74, (module.__name__, scale, max(lines, key=len))
             assert eval("\n".join(lines[2:]), vars(module)) == config  # the whole config, nothing lost
+
+
+def test_an_unwritable_cache_fails_before_the_first_point(isolated_cache, monkeypatch):
+    blocker = isolated_cache.parent / "a-file"
+    blocker.write_text("in the way")
+    for setting in (blocker, blocker / "cache"):
+        monkeypatch.setenv("FLATBOOK_CACHE", str(setting))
+        CALLS.clear()
+        with pytest.raises(FlatbookInputError, match=f"{blocker} is a file, not a folder"):
+            map_points(toy_point, Toy(), POINTS, experiment="toy")
+        assert CALLS == []
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into any folder")
+def test_a_read_only_cache_folder_is_refused(isolated_cache, monkeypatch):
+    read_only = isolated_cache.parent / "read-only"
+    read_only.mkdir(mode=0o500)
+    monkeypatch.setenv("FLATBOOK_CACHE", str(read_only / "cache"))
+    with pytest.raises(FlatbookInputError, match="cannot hold files"):
+        map_points(toy_point, Toy(), POINTS, experiment="toy")
+
+
+def test_unknown_experiments_get_the_closest_names(isolated_cache):
+    with pytest.raises(FlatbookInputError, match=r"'symetry_paradox' \(did you mean symmetry_paradox\?\)"):
+        runner.cache_summary(["symetry_paradox"])
+    with pytest.raises(FlatbookInputError, match=r"'ch3-gap' \(a figure id; its experiment is bad_interpolators\)"):
+        runner.clear_cache(["ch3-gap"])
+
+
+def _serve(handle) -> int:
+    """A TCP server on 127.0.0.1 (a free port) that calls ``handle(connection)`` for every client, in a thread."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def accept():
+        while True:
+            connection, _ = server.accept()
+            threading.Thread(target=handle, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server.getsockname()[1]
+
+
+def _banner(connection):
+    connection.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
+    time.sleep(30)  # and then wait, as an SSH server does for the client's banner
+
+
+def _http_server() -> int:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server.server_address[1]
+
+
+def _connect_within(address: str, timeout: float, bound: float) -> BaseException | None:
+    """connect_scheduler(address, timeout) in a thread; the error it raised, or a failure if it ran past ``bound``."""
+    outcome = []
+
+    def attempt():
+        try:
+            runner.connect_scheduler(address, timeout=timeout).close()
+            outcome.append(None)
+        except BaseException as exc:  # whatever it is, the test reports it
+            outcome.append(exc)
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    thread.join(bound)
+    if thread.is_alive():
+        pytest.fail(f"connecting to {address} still ran after {bound} s")
+    return outcome[0]
+
+
+def test_a_server_that_sends_a_banner_is_not_a_scheduler():
+    pytest.importorskip("distributed")
+    address = f"tcp://127.0.0.1:{_serve(_banner)}"
+    error = _connect_within(address, timeout=5, bound=10)
+    assert isinstance(error, FlatbookInputError), repr(error)
+    assert f"cannot reach a Dask scheduler at '{address}' (it does not speak Dask's protocol" in str(error)
+
+
+@pytest.mark.slow
+def test_an_http_port_is_not_a_scheduler_and_does_not_hang():
+    pytest.importorskip("distributed")
+    address = f"tcp://127.0.0.1:{_http_server()}"
+    start = time.monotonic()
+    error = _connect_within(address, timeout=1, bound=10)
+    assert isinstance(error, FlatbookInputError), repr(error)
+    assert "no Dask answer within 1 s" in str(error) and time.monotonic() - start < 5
+
+
+def test_a_scheduler_address_that_is_not_one_is_refused():
+    pytest.importorskip("distributed")
+    with pytest.raises(FlatbookInputError, match="'tcp://somewhere' is not a Dask scheduler address"):
+        runner.connect_scheduler("tcp://somewhere", timeout=1)
+
+
+def test_the_cli_stops_at_a_banner_port_before_computing(capsys, tmp_path, monkeypatch):
+    pytest.importorskip("distributed")
+    import flatbook.figures as figures
+    from flatbook.cli import main
+
+    monkeypatch.setattr(figures, "make", lambda *a, **k: pytest.fail("computed before connecting"))
+    address = f"tcp://127.0.0.1:{_serve(_banner)}"
+    assert main(["figure", "ch1-paradox", "--out", str(tmp_path), "--scheduler", address]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"flatbook: error: cannot reach a Dask scheduler at '{address}'") and err.count("\n") == 1

@@ -1,18 +1,18 @@
 """Command line (also ``python -m flatbook``).
 
 - ``flatbook figure ID ... --scale {smoke,book,paper} --out DIR [--jobs N] [--backend B] [--scheduler ADDR]``
-- ``flatbook cache info [EXPERIMENT ...]`` and ``flatbook cache clear [EXPERIMENT ...] [--stale]``
+- ``flatbook cache info [EXPERIMENT ...]`` and ``flatbook cache clear (EXPERIMENT ... | --all) [--stale]``
 """
 
 from __future__ import annotations
 
 import argparse
-import difflib
+import os
 import sys
 
-from .errors import FlatbookInputError
+from .errors import FlatbookInputError, did_you_mean
 from .experiments import SCALES
-from .experiments.runner import BACKENDS, scheduler_address
+from .experiments.runner import BACKENDS, cache_dir, check_writable, scheduler_address
 
 __all__ = ["main"]
 
@@ -33,16 +33,16 @@ def _figure(args) -> int:
     # Reject every bad argument before anything is computed (a paper-scale figure takes hours).
     unknown = [figure_id for figure_id in ids if figure_id not in REGISTRY]
     if unknown:
-        hints = []
-        for figure_id in unknown:
-            close = difflib.get_close_matches(figure_id, list(REGISTRY), n=3)
-            hints.append(f"{figure_id!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+        hints = ", ".join(f"{figure_id!r}{did_you_mean(figure_id, REGISTRY)}" for figure_id in unknown)
         raise FlatbookInputError(
-            f"unknown figure id {', '.join(hints)}; valid ids: {', '.join(REGISTRY)} "
+            f"unknown figure id {hints}; valid ids: {', '.join(REGISTRY)} "
             "(`flatbook figure --list` shows what each one is)."
         )
+    args.scale = args.scale.strip().lower()
     if args.scale not in SCALES:
-        raise FlatbookInputError(f"unknown scale {args.scale!r}; choose one of {', '.join(SCALES)}.")
+        raise FlatbookInputError(
+            f"unknown scale {args.scale!r}{did_you_mean(args.scale, SCALES)}; choose one of {', '.join(SCALES)}."
+        )
     if args.jobs is not None and args.jobs < 1:
         raise FlatbookInputError(f"--jobs must be a positive number of processes, got {args.jobs}.")
     if args.backend is not None and args.backend not in BACKENDS:
@@ -55,6 +55,15 @@ def _figure(args) -> int:
             )
         if args.jobs is not None:
             raise FlatbookInputError("--jobs counts local processes; with --scheduler the cluster's workers decide.")
+    elif (args.backend or os.environ.get("FLATBOOK_BACKEND", "").strip()) == "dask":
+        raise FlatbookInputError(
+            "--backend dask runs the points on a Dask cluster: name its scheduler with --scheduler tcp://host:8786 "
+            "(or FLATBOOK_SCHEDULER); `dask scheduler` starts one and prints its address."
+        )
+    check_writable(args.out, "--out")
+    if cache_dir() is not None:
+        check_writable(cache_dir(), "FLATBOOK_CACHE")
+    if scheduler is not None:
         from .experiments.runner import connect_scheduler
 
         client = connect_scheduler(scheduler)  # before anything is computed: an unreachable address fails now
@@ -72,7 +81,9 @@ def _make_all(ids, args) -> None:
     from .figures import make
 
     for figure_id in ids:
-        sidecar = make(figure_id, scale=args.scale, out=args.out, jobs=args.jobs, backend=args.backend)
+        sidecar = make(
+            figure_id, scale=args.scale, out=args.out, jobs=args.jobs, backend=args.backend, command=args.command_line
+        )
         print(
             f"{figure_id}: {', '.join(sidecar['files'])} + {figure_id}.json in {args.out} "
             f"({sidecar['wall_time_s']:.1f} s, scale {args.scale})"
@@ -83,10 +94,26 @@ def _size(n_bytes: int) -> str:
     return f"{n_bytes / 1e6:.1f} MB" if n_bytes >= 1e5 else f"{n_bytes / 1e3:.1f} kB"
 
 
+def _clear_all_confirmed(args) -> bool:
+    """``cache clear`` without experiment names deletes every point: it needs ``--all``, or a yes on a terminal."""
+    if args.all and args.experiments:
+        raise FlatbookInputError("name experiments or pass --all, not both.")
+    if args.all or args.experiments or args.stale or cache_dir() is None:
+        return True
+    if not sys.stdin.isatty():
+        raise FlatbookInputError(
+            "`cache clear` without experiment names would delete every cached point; "
+            "pass --all to do that, or name experiments (`flatbook cache info` lists them)."
+        )
+    return input(f"delete every cached point in {cache_dir()}? [y/N] ").strip().lower() in ("y", "yes")
+
+
 def _cache(args) -> int:
-    from .experiments.runner import cache_dir, cache_summary, clear_cache
+    from .experiments.runner import cache_summary, clear_cache
 
     if args.action == "info":
+        if args.all:
+            raise FlatbookInputError("--all is for `cache clear`; `cache info` shows every experiment by default.")
         rows = cache_summary(args.experiments)
         print(f"cache: {cache_dir()}  (FLATBOOK_CACHE moves it)")
         width = max(len(row["experiment"]) for row in rows)
@@ -95,6 +122,9 @@ def _cache(args) -> int:
             current = f"{row['current']} points, {_size(row['current_bytes'])}"
             stale = f"{row['stale']} points, {_size(row['stale_bytes'])}"
             print(f"{row['experiment']:<{width}}  {current:>22}  {stale:>22}")
+        return 0
+    if not _clear_all_confirmed(args):
+        print("nothing deleted")
         return 0
     removed = clear_cache(args.experiments, stale_only=args.stale)
     which = "stale " if args.stale else ""
@@ -132,9 +162,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     cache = commands.add_parser("cache", help="what the experiment cache holds, and clearing it")
     cache.add_argument("action", choices=("info", "clear"), help="info: points per experiment; clear: delete them")
-    cache.add_argument("experiments", nargs="*", metavar="EXPERIMENT", help="experiment names (default: all)")
+    cache.add_argument(
+        "experiments", nargs="*", metavar="EXPERIMENT", help="experiment names (info: default all; clear: or --all)"
+    )
+    cache.add_argument("--all", action="store_true", help="clear: every experiment's points")
     cache.add_argument("--stale", action="store_true", help="clear only points computed by older code")
     args = parser.parse_args(argv)
+    args.command_line = ["flatbook", *(sys.argv[1:] if argv is None else argv)]
     try:
         return _cache(args) if args.command == "cache" else _figure(args)
     except FlatbookInputError as exc:

@@ -2,8 +2,11 @@
 
 Every error says what is wrong and what to change.  They subclass the builtin
 exception a caller would expect (``ValueError`` for bad input, ``RuntimeError``
-for a solver that failed), so ``except ValueError`` keeps working.
+for a solver that failed), so ``except ValueError`` keeps working;
+:func:`did_you_mean` adds the closest valid names to a message about an unknown one.
 """
+
+import difflib
 
 __all__ = [
     "FlatbookInputError",
@@ -12,6 +15,7 @@ __all__ = [
     "SolverError",
     "FlatbookWarning",
     "SolverFallbackWarning",
+    "did_you_mean",
 ]
 
 
@@ -37,3 +41,10 @@ class FlatbookWarning(UserWarning):
 
 class SolverFallbackWarning(FlatbookWarning):
     """The fast solver could not certify its answer and a slower reference solver (Clarabel) took over."""
+
+
+def did_you_mean(name: str, choices) -> str:
+    """`` (did you mean X, Y?)`` with the choices closest to ``name`` (case ignored), or ``""`` if none is close."""
+    by_case = {str(choice).lower(): str(choice) for choice in choices}
+    close = difflib.get_close_matches(str(name).lower(), list(by_case), n=3, cutoff=0.6)
+    return f" (did you mean {', '.join(by_case[c] for c in close)}?)" if close else ""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import FlatbookInputError
+from ..errors import FlatbookInputError, did_you_mean
 
 __all__ = ["SCALES", "current_scale", "config_for"]
 
@@ -30,8 +30,8 @@ SCALES = ("smoke", "book", "paper")
 
 
 def current_scale() -> str:
-    """``$FLATBOOK_SCALE`` if set (one of :data:`SCALES`), else ``"book"``."""
-    scale = os.environ.get("FLATBOOK_SCALE", "book").strip() or "book"
+    """``$FLATBOOK_SCALE`` if set (one of :data:`SCALES`, case ignored), else ``"book"``."""
+    scale = os.environ.get("FLATBOOK_SCALE", "book").strip().lower() or "book"
     if scale not in SCALES:
         raise FlatbookInputError(f"FLATBOOK_SCALE={scale!r} is not a scale; choose one of {', '.join(SCALES)}.")
     return scale
@@ -41,5 +41,7 @@ def config_for(configs: dict, scale: str | None = None):
     """The config of ``scale`` (default: :func:`current_scale`) from a module's ``CONFIGS``."""
     scale = current_scale() if scale is None else scale
     if scale not in configs:
-        raise FlatbookInputError(f"unknown scale {scale!r}; choose one of {', '.join(configs)}.")
+        raise FlatbookInputError(
+            f"unknown scale {scale!r}{did_you_mean(scale, configs)}; choose one of {', '.join(configs)}."
+        )
     return configs[scale]

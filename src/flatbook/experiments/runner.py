@@ -42,18 +42,20 @@ import pprint
 import warnings
 from pathlib import Path
 
-from ..errors import FlatbookInputError, SolverFallbackWarning
+from ..errors import FlatbookInputError, SolverFallbackWarning, did_you_mean
 from ..progress import progress_bar
 
 __all__ = [
     "BACKENDS",
     "default_jobs",
     "cache_report",
+    "cache_counts",
     "run_report",
     "NOT_COMPUTING",
     "computing_sources",
     "code_fingerprint",
     "cache_dir",
+    "check_writable",
     "point_key",
     "experiment_names",
     "entry_path",
@@ -77,6 +79,11 @@ def cache_report() -> str:
     _COUNTS.update(computed=0, cached=0)
     # No cache path: the chapters print this into published pages (`flatbook cache info` says where it is).
     return f"{computed} configuration points computed, {cached} read from the cache"
+
+
+def cache_counts() -> dict[str, int]:
+    """Points computed and points read from the cache so far in this process (:func:`cache_report` resets both)."""
+    return dict(_COUNTS)
 
 
 def run_report(config, seconds: float, width: int = 72) -> str:
@@ -114,6 +121,26 @@ def cache_dir() -> Path | None:
     if setting.lower() in ("off", "0", "none", "false"):
         return None
     return Path(setting).expanduser() if setting else Path.home() / ".cache" / "flatbook"
+
+
+def check_writable(directory: Path, what: str) -> Path:
+    """Create ``directory`` if needed and check that a file can be written in it; a clear error otherwise.
+
+    ``what`` names the setting the directory comes from (e.g. ``"--out"``), for the message.
+    """
+    directory = Path(directory).expanduser()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".flatbook-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        in_the_way = next((p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), None)
+        reason = f"{in_the_way} is a file, not a folder" if in_the_way else exc.strerror or str(exc)
+        raise FlatbookInputError(
+            f"{what} {str(directory)!r} cannot hold files ({reason}); name a folder you can write to."
+        ) from exc
+    return directory
 
 
 def point_key(experiment: str, config, point: dict, version: int = 0) -> str:
@@ -160,8 +187,18 @@ def _check_experiments(experiments) -> list[str]:
     known = experiment_names()
     unknown = [name for name in experiments if name not in known]
     if unknown:
-        raise FlatbookInputError(f"unknown experiment {', '.join(map(repr, unknown))}; choose from {', '.join(known)}.")
+        hints = ", ".join(_unknown_experiment(name, known) for name in unknown)
+        raise FlatbookInputError(f"unknown experiment {hints}; choose from {', '.join(known)}.")
     return list(experiments) or known
+
+
+def _unknown_experiment(name: str, known: list[str]) -> str:
+    """An unknown experiment name with a hint: the experiment of a figure id, or the closest names."""
+    from ..figures import REGISTRY
+
+    if name in REGISTRY:
+        return f"{name!r} (a figure id; its experiment is {REGISTRY[name].experiment})"
+    return f"{name!r}{did_you_mean(name, known)}"
 
 
 def cache_summary(experiments=()) -> list[dict]:
@@ -223,7 +260,10 @@ def _distributed():
     try:
         import distributed
     except ImportError as exc:
-        raise FlatbookInputError("running on Dask needs dask.distributed: pip install 'flatbook[cluster]'.") from exc
+        raise FlatbookInputError(
+            "running on Dask needs dask.distributed: from the flatbook checkout, pip install -e '.[cluster]' "
+            "(or pip install 'distributed>=2024.1')."
+        ) from exc
     return distributed
 
 
@@ -232,16 +272,77 @@ def scheduler_address() -> str | None:
     return os.environ.get("FLATBOOK_SCHEDULER", "").strip() or None
 
 
-def connect_scheduler(address: str, timeout: float = 30.0):
-    """A ``dask.distributed.Client`` connected to the scheduler at ``address`` (e.g. ``tcp://host:8786``)."""
-    distributed = _distributed()
+#: seconds a connection to a Dask scheduler may take, handshake included, before it counts as unreachable
+SCHEDULER_TIMEOUT = 10.0
+
+
+def _identify(address: str, timeout: float) -> dict:
+    """The scheduler's answer to Dask's ``identity`` call, the whole exchange bounded by ``timeout`` seconds.
+
+    Runs in a thread of its own, with its own event loop, so that it works inside Jupyter's loop too.
+    """
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed.core import rpc
+
+    async def ask():
+        async with rpc(address, timeout=timeout) as remote:
+            return await asyncio.wait_for(remote.identity(), timeout)
+
+    def run():
+        return asyncio.run(asyncio.wait_for(ask(), timeout))
+
+    pool = ThreadPoolExecutor(max_workers=1)
     try:
-        return distributed.Client(address, timeout=timeout)
-    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        return pool.submit(run).result(timeout=timeout + 1)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def connect_scheduler(address: str, timeout: float | None = None):
+    """A ``dask.distributed.Client`` connected to the scheduler at ``address`` (e.g. ``tcp://host:8786``).
+
+    The connection, handshake included, must succeed within ``timeout`` seconds (default
+    :data:`SCHEDULER_TIMEOUT`): an address where nothing listens, or where another kind of server (HTTP,
+    SSH, a Dask worker) answers, raises a :class:`~flatbook.errors.FlatbookInputError` that says so.
+    """
+    distributed = _distributed()
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    timeout = SCHEDULER_TIMEOUT if timeout is None else timeout
+    advice = (
+        "start one with `dask scheduler` (it prints its tcp:// address) and workers with "
+        "`dask worker ADDRESS`, then pass that address."
+    )
+    try:
+        scheme, location = parse_address(address)
+        host_port = parse_host_port(location) if scheme == "tcp" else None
+    except ValueError as exc:
         raise FlatbookInputError(
-            f"cannot reach a Dask scheduler at {address!r} ({type(exc).__name__}: {exc}); start one with "
-            "`dask scheduler` and workers with `dask worker ADDRESS`, then pass its tcp:// address."
-        ) from exc
+            f"{address!r} is not a Dask scheduler address ({exc}); it looks like tcp://host:8786."
+        ) from None
+    try:
+        if host_port is not None:
+            import socket
+
+            socket.create_connection(host_port, timeout=timeout).close()  # nothing listens: fail now
+            identity = _identify(address, timeout)
+            kind = identity.get("type") if isinstance(identity, dict) else None
+            if kind != "Scheduler":
+                raise _NotAScheduler(f"it answered as a Dask {kind}, not the scheduler" if kind else "not Dask")
+        return distributed.Client(address, timeout=timeout)
+    except TimeoutError:  # e.g. an HTTP server, waiting for a request Dask never sends
+        reason = f"no Dask answer within {timeout:g} s: is it the port of another kind of server, e.g. HTTP?"
+    except (OSError, _NotAScheduler) as exc:
+        reason = f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else str(exc)
+    except Exception as exc:  # e.g. a banner (SSH, SMTP) read as a Dask frame size: MemoryError
+        reason = f"it does not speak Dask's protocol; its reply, read as Dask's, raised {type(exc).__name__}"
+    raise FlatbookInputError(f"cannot reach a Dask scheduler at {address!r} ({reason}); {advice}")
+
+
+class _NotAScheduler(Exception):
+    """A server that answered, but not as a Dask scheduler."""
 
 
 def _dask_client():
@@ -254,9 +355,9 @@ def _dask_client():
         if address:
             return connect_scheduler(address)
         raise FlatbookInputError(
-            "backend='dask' needs a running dask.distributed Client: "
-            "`from dask.distributed import Client; client = Client(...)` first, "
-            "or FLATBOOK_SCHEDULER=tcp://host:8786 (pip install 'flatbook[cluster]')."
+            "backend='dask' needs a Dask scheduler: name it with FLATBOOK_SCHEDULER=tcp://host:8786 "
+            "(on the command line, `flatbook figure ... --scheduler tcp://host:8786`), or in Python start "
+            "a `dask.distributed.Client` first."
         ) from None
 
 
@@ -295,6 +396,8 @@ def map_points(
     ]
     results = [_load(path) if path is not None and path.exists() else None for path in paths]
     todo = [i for i, result in enumerate(results) if result is None]
+    if directory is not None and todo:
+        check_writable(directory, "the cache FLATBOOK_CACHE")  # before the first point, not after it
     _COUNTS["cached"] += len(points) - len(todo)
     _COUNTS["computed"] += len(todo)
     bar = progress_bar(len(points), len(points) - len(todo), desc or experiment)

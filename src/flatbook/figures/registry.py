@@ -26,7 +26,7 @@ from types import ModuleType
 
 from matplotlib.figure import Figure
 
-from ..errors import FlatbookInputError
+from ..errors import FlatbookInputError, did_you_mean
 
 __all__ = ["DrawingCode", "FigureSpec", "REGISTRY", "drawing_code", "figure", "get_spec", "plot"]
 
@@ -96,7 +96,8 @@ def get_spec(figure_id: str) -> FigureSpec:
     """The registry entry of ``figure_id``; an unknown id raises an error listing the valid ones."""
     if figure_id not in REGISTRY:
         raise FlatbookInputError(
-            f"unknown figure id {figure_id!r}; valid ids: {', '.join(REGISTRY)} (or run `flatbook figure --list`)."
+            f"unknown figure id {figure_id!r}{did_you_mean(figure_id, REGISTRY)}; valid ids: {', '.join(REGISTRY)} "
+            "(or run `flatbook figure --list`)."
         )
     return REGISTRY[figure_id]
 
