@@ -76,3 +76,14 @@ def test_binder_installs_what_the_book_needs():
     assert names <= pinned, f"binder/requirements.txt lacks {sorted(names - pinned)}"
     assert "-e ." in lines and "jupytext" in {n for n in pinned}
     assert (ROOT / "binder" / "runtime.txt").read_text().strip() == "python-3.11"
+
+
+def test_pyproject_is_the_one_source_of_the_version():
+    """The installed package reports pyproject's version, and the intro's BibTeX cites it (CITATION.cff: above)."""
+    import flatbook
+
+    version = _pyproject()["project"]["version"]
+    assert flatbook.__version__ == version, "the installed metadata is stale: pip install -e . again"
+    intro = (ROOT / "book" / "intro.md").read_text()
+    (bibtex,) = re.findall(r"```bibtex\n(.*?)```", intro, re.S)
+    assert re.findall(r"\d+\.\d+\.\d+", bibtex) == [version]
