@@ -51,3 +51,16 @@ def test_a_bad_setting_is_an_error(monkeypatch):
     monkeypatch.setenv("FLATBOOK_PROGRESS", "sometimes")
     with pytest.raises(FlatbookInputError, match="FLATBOOK_PROGRESS"):
         progress_disabled()
+
+
+def test_the_book_extra_brings_the_widget_bars():
+    """In Jupyter tqdm.auto draws a widget only when ipywidgets is importable: the book extra installs it."""
+    import importlib.util
+    import re
+    import tomllib
+
+    from conftest import ROOT
+
+    book = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["book"]
+    assert "ipywidgets" in {re.split(r"[<>=!~ \[]", requirement)[0] for requirement in book}
+    assert importlib.util.find_spec("ipywidgets"), "ipywidgets is missing: bash scripts/setup.sh installs the extra"
