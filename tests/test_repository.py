@@ -87,3 +87,9 @@ def test_pyproject_is_the_one_source_of_the_version():
     intro = (ROOT / "book" / "intro.md").read_text()
     (bibtex,) = re.findall(r"```bibtex\n(.*?)```", intro, re.S)
     assert re.findall(r"\d+\.\d+\.\d+", bibtex) == [version]
+
+
+def test_install_advice_names_the_checkout_not_an_index():
+    """No index serves flatbook: pages and error messages say `pip install -e '.[cluster]'`, not `flatbook[...]`."""
+    for path in [ROOT / "README.md", *(ROOT / "book").glob("*.md"), *(ROOT / "src" / "flatbook").rglob("*.py")]:
+        assert not re.search(r"pip install ['\"]?flatbook\b", path.read_text()), path.relative_to(ROOT)
