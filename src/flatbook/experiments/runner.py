@@ -279,25 +279,34 @@ SCHEDULER_TIMEOUT = 10.0
 def _identify(address: str, timeout: float) -> dict:
     """The scheduler's answer to Dask's ``identity`` call, the whole exchange bounded by ``timeout`` seconds.
 
-    Runs in a thread of its own, with its own event loop, so that it works inside Jupyter's loop too.
+    Runs in a daemon thread with its own event loop: it works inside Jupyter's loop too, and a server that
+    never answers cannot keep the process alive.
     """
     import asyncio
-    from concurrent.futures import ThreadPoolExecutor
+    import threading
 
     from distributed.core import rpc
 
     async def ask():
         async with rpc(address, timeout=timeout) as remote:
-            return await asyncio.wait_for(remote.identity(), timeout)
+            return await remote.identity()
+
+    outcome: list = []
 
     def run():
-        return asyncio.run(asyncio.wait_for(ask(), timeout))
+        try:
+            outcome.append(asyncio.run(asyncio.wait_for(ask(), timeout)))
+        except BaseException as exc:  # handed to the caller below
+            outcome.append(exc)
 
-    pool = ThreadPoolExecutor(max_workers=1)
-    try:
-        return pool.submit(run).result(timeout=timeout + 1)
-    finally:
-        pool.shutdown(wait=False)
+    thread = threading.Thread(target=run, name="flatbook-scheduler-probe", daemon=True)
+    thread.start()
+    thread.join(timeout + 1)
+    if not outcome:
+        raise TimeoutError(f"no answer within {timeout:g} s")
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
 
 
 def connect_scheduler(address: str, timeout: float | None = None):
