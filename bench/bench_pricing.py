@@ -28,7 +28,7 @@ from functools import partial
 import torch
 
 from flatbook import get_activation
-from flatbook.pricing import ExactPricer, _arrangement_faces, _face_values, exact_dual_ratio_sup
+from flatbook.pricing import ExactPricer, arrangement_faces, exact_dual_ratio_sup, face_values
 
 from common import fastest, header
 
@@ -38,16 +38,16 @@ def afresh(lam, X, activation, top, chunk=20_000):
     and how many faces have their stationary point u or −u inside."""
     n, r = X.shape
     sq_norms, slope = (X * X).sum(1), activation.negative_slope
-    rays, ray_patterns, spans, patterns = _arrangement_faces(X)
+    rays, ray_patterns, spans, patterns = arrangement_faces(X)
     outer = (X[:, :, None] * X[:, None, :]).reshape(-1, r * r)
-    values, inside = [_face_values(lam, X, sq_norms, rays, ray_patterns, slope)], 0
+    values, inside = [face_values(lam, X, sq_norms, rays, ray_patterns, slope)], 0
     for start in range(0, patterns.shape[0], chunk):
         pat, span = patterns[start : start + chunk], spans[start : start + chunk]
         s = torch.where(pat > 0, torch.ones_like(pat), torch.where(pat < 0, torch.full_like(pat, slope), 0 * pat))
         normal = span.transpose(1, 2) @ ((s * s) @ outer).reshape(-1, r, r) @ span
         rhs = span.transpose(1, 2) @ ((s * lam) @ X)[:, :, None]
         u = torch.einsum("frk,fk->fr", span, (torch.linalg.pinv(normal, hermitian=True) @ rhs)[:, :, 0])
-        plus, minus = _face_values(lam, X, sq_norms, u, pat, slope, both_signs=True)
+        plus, minus = face_values(lam, X, sq_norms, u, pat, slope, both_signs=True)
         values.extend((plus, minus))
         inside += int(((plus >= 0) | (minus >= 0)).sum())
     return torch.topk(torch.cat(values), top).values, inside

@@ -9,11 +9,11 @@ from flatbook import get_activation
 from flatbook.errors import FlatbookInputError
 from flatbook.pricing import (
     ExactPricer,
-    _arrangement_faces,
-    _face_values,
+    arrangement_faces,
     dual_ratio,
     dual_ratio_bound,
     exact_dual_ratio_sup,
+    face_values,
     maximize_dual_ratio,
     nudge_inactive,
     quadratic_dual_ratio_bound,
@@ -57,19 +57,19 @@ def test_dual_ratio_matches_its_definition_and_is_scale_free(activation):
 
 @pytest.mark.parametrize("activation", PIECEWISE_LINEAR, ids=str)
 def test_a_face_values_u_and_minus_u_in_one_pass_as_in_two(activation):
-    """_face_values(..., both_signs=True) against two single-sign calls, on every face of a 3-d arrangement at
+    """face_values(..., both_signs=True) against two single-sign calls, on every face of a 3-d arrangement at
     its own stationary point (inside for one sign) and at random directions (inside for neither, mostly)."""
     X, lam = instance(n=12, d=3, seed=4)
-    _, _, spans, patterns = _arrangement_faces(X)
+    _, _, spans, patterns = arrangement_faces(X)
     sq_norms = (X * X).sum(1)
     gen = torch.Generator().manual_seed(5)
     U = torch.einsum("frk,fk->fr", spans, torch.randn(spans.shape[0], 3, generator=gen, dtype=torch.float64))
     U = torch.cat([U, torch.randn(50, 3, generator=gen, dtype=torch.float64)])
     patterns = torch.cat([patterns, patterns[:50]])
     slope = activation.negative_slope
-    plus, minus = _face_values(lam, X, sq_norms, U, patterns, slope, both_signs=True)
-    assert torch.equal(plus, _face_values(lam, X, sq_norms, U, patterns, slope))
-    assert torch.equal(minus, _face_values(lam, X, sq_norms, -U, patterns, slope))
+    plus, minus = face_values(lam, X, sq_norms, U, patterns, slope, both_signs=True)
+    assert torch.equal(plus, face_values(lam, X, sq_norms, U, patterns, slope))
+    assert torch.equal(minus, face_values(lam, X, sq_norms, -U, patterns, slope))
     assert bool((plus >= 0).any()) and bool((minus >= 0).any()) and bool((plus < 0).any())
 
 
@@ -138,17 +138,17 @@ def test_quadratic_bound_is_a_bound_and_within_a_small_factor(d):
 
 def every_face_values(lam, X, activation, basis=None):
     """The enumeration without ExactPricer's caching and pre-selection: every face's stationary point
-    u = G⁺λ valued with :func:`_face_values`, and every ray; the values of the rays and of the u that lie
+    u = G⁺λ valued with :func:`face_values`, and every ray; the values of the rays and of the u that lie
     in their faces (u ≠ 0), largest first."""
     Xr = X if basis is None else X @ basis
-    rays, ray_patterns, spans, patterns = _arrangement_faces(Xr)
+    rays, ray_patterns, spans, patterns = arrangement_faces(Xr)
     sq_norms, slope = (X * X).sum(1), activation.negative_slope
     s = torch.where(patterns > 0, 1.0, torch.where(patterns < 0, slope, 0.0)).to(X.dtype)
     normal = spans.transpose(1, 2) @ torch.einsum("fi,ij,ik->fjk", s * s, Xr, Xr) @ spans
     rhs = spans.transpose(1, 2) @ ((s * lam) @ Xr)[:, :, None]
     u = (spans @ torch.linalg.pinv(normal, hermitian=True) @ rhs)[:, :, 0]
-    plus, minus = _face_values(lam, Xr, sq_norms, u, patterns, slope, both_signs=True)
-    values = torch.cat([_face_values(lam, Xr, sq_norms, rays, ray_patterns, slope), plus, minus])
+    plus, minus = face_values(lam, Xr, sq_norms, u, patterns, slope, both_signs=True)
+    values = torch.cat([face_values(lam, Xr, sq_norms, rays, ray_patterns, slope), plus, minus])
     U = torch.cat([rays, u, -u])
     return torch.sort(values[(values >= 0) & (U.norm(dim=1) > 0)], descending=True).values
 
@@ -225,7 +225,7 @@ def test_exact_supremum_on_rows_of_very_different_norms_is_above_every_sample_an
     supremum bounds every sample and every ascent."""
     X, lam = instance(n=30, d=3, seed=3)
     X = X * 10.0 ** torch.linspace(-3, 3, 30, dtype=torch.float64)[:, None]
-    assert _arrangement_faces(X)[0].shape[0] == 30 * 29  # ± the cross product of each of the C(30, 2) pairs
+    assert arrangement_faces(X)[0].shape[0] == 30 * 29  # ± the cross product of each of the C(30, 2) pairs
     sup, _ = exact_dual_ratio_sup(lam, X, activation)
     gen = torch.Generator().manual_seed(13)
     samples = torch.randn(300_000, 3, generator=gen, dtype=torch.float64)

@@ -44,6 +44,16 @@ class HomogeneousActivation(Named):
     name: str = "activation"
     factory = "get_activation"
     degree: float = 1.0
+    #: σ(−z) = σ(z): u and −u give the same feature, so a direction and its opposite count as one
+    even: bool = False
+    #: σ is linear on each side of 0 (the ReLU family): on a cell of the data's hyperplane arrangement the
+    #: network is linear, so its optima sit on cell boundaries and the arrangement can be enumerated
+    piecewise_linear: bool = False
+
+    def feature_dimension(self, r: int) -> int | None:
+        """The dimension of span{σ(⟨u, ·⟩) : u in an r-dimensional subspace}, where it is finite: at most that
+        many generic samples can be interpolated with directions in the subspace.  None: infinite."""
+        return None
 
     def __call__(self, z: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -92,6 +102,7 @@ class LeakyReLU(HomogeneousActivation):
     """σ(z) = z for z > 0 and s·z for z ≤ 0 (c = 1); ``negative_slope = 0`` is the ReLU."""
 
     degree = 1.0
+    piecewise_linear = True
 
     def __init__(self, negative_slope: float = 0.01, name: str = "leaky_relu"):
         if not (math.isfinite(negative_slope) and 0.0 <= negative_slope < 1.0):
@@ -148,6 +159,11 @@ class Quadratic(HomogeneousActivation):
 
     name = "quadratic"
     degree = 2.0
+    even = True
+
+    def feature_dimension(self, r: int) -> int | None:
+        """σ(⟨u, x⟩) = uᵀ(x xᵀ)u is linear in the symmetric matrix u uᵀ: r(r + 1)/2 dimensions."""
+        return r * (r + 1) // 2
 
     def __call__(self, z):
         return z * z

@@ -254,12 +254,13 @@ def _check_rank(Phi, activation, d):
     eig = torch.linalg.eigvalsh(Phi @ Phi.T).clamp_min(0.0)
     rank = int((eig > 1e-14 * float(eig[-1])).sum())
     if rank < n:
-        hint = ""
-        if activation.name == "quadratic":
-            hint = (
-                f" Quadratic features σ(⟨u, x⟩) = uᵀ x xᵀ u span at most d(d+1)/2 = "
-                f"{d * (d + 1) // 2} dimensions, so they cannot interpolate more samples than that."
-            )
+        capacity = activation.feature_dimension(d)
+        hint = (
+            ""
+            if capacity is None
+            else f" Its features σ(⟨u, x⟩) span at most {capacity} dimensions in d = {d}, so they cannot "
+            "interpolate more samples than that."
+        )
         raise InfeasibleInterpolationError(
             f"the feature matrix Φ (n={n}, m={m}) has rank {rank} < n (singular values below "
             f"1e-7 σ_max count as zero), so generic labels cannot be interpolated.{hint} "

@@ -35,7 +35,7 @@ import math
 
 import torch
 
-from .activations import HomogeneousActivation, LeakyReLU
+from .activations import HomogeneousActivation, LeakyReLU, Quadratic, ReLUPower
 
 
 def _kind(activation: HomogeneousActivation) -> tuple[str, float]:
@@ -43,9 +43,9 @@ def _kind(activation: HomogeneousActivation) -> tuple[str, float]:
     ('other', 0)."""
     if isinstance(activation, LeakyReLU):
         return "leaky", activation.negative_slope
-    if activation.name == "quadratic":
+    if isinstance(activation, Quadratic):
         return "quadratic", 0.0
-    if activation.name == "relu_power":
+    if isinstance(activation, ReLUPower):
         if activation.degree == 1.0:
             return "leaky", 0.0
         if activation.degree == 2.0:

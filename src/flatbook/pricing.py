@@ -35,7 +35,7 @@ from collections.abc import Callable
 
 import torch
 
-from .activations import HomogeneousActivation, LeakyReLU, get_activation
+from .activations import HomogeneousActivation, get_activation
 from .backend import lstsq_driver
 from .errors import FlatbookInputError
 from .flatness import orbit_minimum
@@ -163,10 +163,10 @@ def quadratic_dual_ratio_bound(lam, X, basis: torch.Tensor | None = None) -> flo
 
 def exact_pricing_available(activation: HomogeneousActivation, subspace_dim: int) -> bool:
     """Whether :func:`exact_dual_ratio_sup` applies: a piecewise-linear σ and admissible dimension ≤ 3."""
-    return isinstance(activation, LeakyReLU) and 1 <= subspace_dim <= 3
+    return activation.piecewise_linear and 1 <= subspace_dim <= 3
 
 
-def _arrangement_faces(Xr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def arrangement_faces(Xr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The faces of the central arrangement {u : ⟨u, x_i⟩ = 0} in R^r, r ∈ {1, 2, 3}.
 
     Returns (rays, ray_patterns, spans, patterns): the arrangement's rays (R, r) with their sign
@@ -229,7 +229,7 @@ def _arrangement_faces(Xr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, to
     return rays, ray_patterns, torch.cat(spans), torch.cat(patterns)
 
 
-def _face_values(lam, Xr, sq_norms, U, patterns, slope, both_signs: bool = False):
+def face_values(lam, Xr, sq_norms, U, patterns, slope, both_signs: bool = False):
     """G_λ at directions U (F, r) taken on the face with the given sign patterns (F, n).
 
     Uses the face's slopes s_i = σ'(pattern_i) (σ'(0) = the negative slope) rather than the
@@ -243,7 +243,7 @@ def _face_values(lam, Xr, sq_norms, U, patterns, slope, both_signs: bool = False
 
 
 def _face_geometry(Xr, sq_norms, U, patterns, slope):
-    """The λ-free part of :func:`_face_values`: s ∘ z (F, n), κ^{1/p} = 2√(S T) (F,), and whether U and
+    """The λ-free part of :func:`face_values`: s ∘ z (F, n), κ^{1/p} = 2√(S T) (F,), and whether U and
     −U lie in their faces (up to a margin of 10⁻⁹ ‖u‖ ‖x_i‖)."""
     n = Xr.shape[0]
     z = (U @ Xr.T) * (patterns != 0)
@@ -289,14 +289,14 @@ class ExactPricer:
     growing as n³), about 20 while they are built.  Each ``sup`` is then a few passes over the F × n
     patterns: u = G⁺λ for every face (Gᵀλ = spanᵀ X_rᵀ(s λ) as one product s (λ ∘ X_r)), a float32
     sign test of ⟨u, x_i⟩ against the face's pattern (``PRESELECTION_MARGIN``), and the exact value
-    (``_face_values``, float64) on the faces whose u or −u passes it: of the 293 376 faces at n = 192,
+    (``face_values``, float64) on the faces whose u or −u passes it: of the 293 376 faces at n = 192,
     tens for column generation's duals and hundreds for random λ, since most stationary points lie
     outside their face.
     """
 
     #: the float32 sign test keeps a face if ⟨u, x_i⟩ · pattern_i ≥ −margin ‖u‖ ‖x_i‖ for every sample.
     #: ⟨u, x_i⟩ / ‖x_i‖ from float32 u and x_i (‖x_i^r‖ ≤ ‖x_i‖: orthonormal basis) is off by at most
-    #: about (r + 2)·2⁻²⁴‖u‖ < 10⁻⁶‖u‖, so no face that ``_face_values``'s float64 test (margin 10⁻⁹)
+    #: about (r + 2)·2⁻²⁴‖u‖ < 10⁻⁶‖u‖, so no face that ``face_values``'s float64 test (margin 10⁻⁹)
     #: keeps is left out.  (On a GPU that allows TF32 matrix products the test runs in float64.)
     PRESELECTION_MARGIN = 1e-5
 
@@ -320,7 +320,7 @@ class ExactPricer:
         tf32 = Xr.is_cuda and torch.backends.cuda.matmul.allow_tf32
         self.test_dtype = torch.float64 if tf32 else torch.float32
         self.unit_rows = torch.where(norms > 0, Xr / torch.where(norms > 0, norms, 1.0), 0.0).to(self.test_dtype)
-        self.rays, ray_patterns, spans, patterns = _arrangement_faces(Xr)
+        self.rays, ray_patterns, spans, patterns = arrangement_faces(Xr)
         self.ray_geometry = _face_geometry(Xr, self.sq_norms, self.rays, ray_patterns, self.slope)
         r = Xr.shape[1]
         outer = (Xr[:, :, None] * Xr[:, None, :]).reshape(-1, r * r)  # x_i x_iᵀ, one row per sample
@@ -363,7 +363,7 @@ class ExactPricer:
             if inside.shape[0] == 0:
                 continue
             u = u[inside]
-            plus, minus = _face_values(lam, Xr, self.sq_norms, u, sign[inside].to(Xr.dtype), slope, both_signs=True)
+            plus, minus = face_values(lam, Xr, self.sq_norms, u, sign[inside].to(Xr.dtype), slope, both_signs=True)
             U, values = torch.cat([u, -u]), torch.cat([plus, minus])
             valid = (values >= 0) & (torch.linalg.vector_norm(U, dim=1) > 0)  # in its face; u = 0 is no direction
             consider(U[valid], values[valid])
@@ -421,4 +421,6 @@ __all__ = [
     "ExactPricer",
     "exact_dual_ratio_sup",
     "nudge_inactive",
+    "arrangement_faces",
+    "face_values",
 ]

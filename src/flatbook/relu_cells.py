@@ -29,7 +29,7 @@ import torch
 
 from .backend import check_data
 from .errors import FlatbookInputError, SolverError
-from .pricing import _arrangement_faces
+from .pricing import arrangement_faces
 
 
 @dataclass
@@ -58,7 +58,7 @@ def all_activation_patterns(X) -> torch.Tensor:
             f"enumerating every cell needs d <= 3 (got d = {X.shape[1]}); "
             "sample patterns with activation_patterns(X, directions) instead."
         )
-    _, _, spans, patterns = _arrangement_faces(X)
+    _, _, spans, patterns = arrangement_faces(X)
     full = spans[:, :, -1].abs().sum(1) > 0  # full-dimensional cells have a full basis
     cells = torch.unique(patterns[full] > 0, dim=0)
     return cells[cells.any(dim=1)]

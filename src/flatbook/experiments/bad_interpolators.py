@@ -30,6 +30,8 @@ import math
 from dataclasses import dataclass
 
 from .. import get_activation
+from ..admissible import AdmissibleSet
+from ..column_generation import pricing_mode
 from ..data import population_loss, single_index
 from ..flatness import min_flatness, relu_memorising_flatness, unit_flatness_weights
 from ..global_flattest import flattest_interpolator, measure_dual_bound
@@ -132,17 +134,17 @@ def bad_dimension(activation: str, d: int) -> int | None:
     For the quadratic they compute quadratic forms of the (d − 1)-dimensional projection P⊥x:
     D = d(d − 1)/2, so no ρ0 = 0 interpolator exists beyond n = D.  None for the ReLU family.
     """
-    return d * (d - 1) // 2 if get_activation(activation).name == "quadratic" else None
+    return get_activation(activation).feature_dimension(d - 1)
 
 
-def _solver_options(config: Config, activation, d: int, rho: float | None) -> dict:
-    """Exact pricing where it is exact on the admissible set (ReLU family, a (sub)sphere of dimension ≤ 3);
-    elsewhere the heuristic settings, and no "superset" enumeration for ρ0 > 0: it bounds only V*, which the
-    flattest interpolator's own lower bound already does (the bad set is a subset)."""
-    relu_family = activation.name in ("relu", "leaky_relu")
-    if relu_family and ((rho is None and d <= 3) or (rho == 0.0 and d - 1 <= 3)):
+def _solver_options(config: Config, activation, teacher, rho: float | None) -> dict:
+    """Certified pricing where the package has it (:func:`~flatbook.column_generation.pricing_mode`); elsewhere
+    the heuristic settings (the closed-form bounds do not close the gap anyway)."""
+    d = teacher.theta_star.shape[1]
+    admissible = AdmissibleSet(d) if rho is None else AdmissibleSet(d, teacher.theta_star, rho)
+    if pricing_mode(activation, admissible) != "bound":
         return {}
-    return {"tol": config.heuristic_tol, "pricing_starts": config.heuristic_pricing_starts, "exact_pricing": False}
+    return {"tol": config.heuristic_tol, "pricing_starts": config.heuristic_pricing_starts}
 
 
 def teacher_upsilon(teacher, X, activation, m: int) -> float:
@@ -189,7 +191,7 @@ def _compare(config: Config, name: str, d: int, n: int, seed: int, alignments: t
     for rho in (None, *alignments):
         bad = {} if rho is None else {"teacher": teacher.theta_star, "max_alignment": rho}
         result = flattest_interpolator(
-            X, y, activation, m, seed=seed, **bad, **_solver_options(config, activation, d, rho)
+            X, y, activation, m, seed=seed, **bad, **_solver_options(config, activation, teacher, rho)
         )
         row = {
             **common,
