@@ -19,7 +19,7 @@ otherwise).
 Printed per point: seconds of each, the time ratio global / pipeline, Υ of each and their ratio
 (≤ 1 means the global solver found an interpolator at least as flat), Υ of the teacher split into m
 copies (an interpolator neither solver is given: how far both are from Υ*(m) at least), the gaps
-upper / lower − 1 (proven and estimated), the rounds run and why they stopped (the status's first words).
+upper / lower − 1 (proven and estimated), the rounds run and why they stopped (``StopReason``).
 One process, two threads, same instances.
 """
 
@@ -65,7 +65,7 @@ def point(name, n, d, seed=0, steps=20, **options):
         "estimated_gap": best.upper / best.lower_estimate - 1,
         "rounds": best.rounds,
         "atoms": int(best.atoms.directions.shape[0]),
-        "status": best.status,
+        "stop": best.stop.value,
     }
 
 
@@ -116,7 +116,7 @@ def main():
                 f"| {row['pipeline_upsilon']:.4g} | {row['global_upper']:.4g} | {row['upsilon_ratio']:.3f} "
                 f"| {row['teacher_upsilon']:.4g} "
                 f"| {row['proven_gap']:.3g} | {row['estimated_gap']:.3g} | {row['rounds']} "
-                f"| {row['status'].split(' (')[0].split(' over ')[0]} |",
+                f"| {row['stop']} |",
                 flush=True,
             )
     if args.out:

@@ -25,7 +25,7 @@ from flatbook.column_generation import (
     support_refit,
 )
 from flatbook.data import single_index, sum_of_single_index
-from flatbook.errors import FlatbookInputError, InfeasibleInterpolationError
+from flatbook.errors import FlatbookInputError, InfeasibleInterpolationError, SolverError
 from flatbook.experiments.bad_interpolators import teacher_upsilon
 from flatbook.flatness import unit_flatness_weights
 from flatbook.global_flattest import rounding_excess_bound, split_into_copies
@@ -371,29 +371,40 @@ def test_polished_atoms_join_the_master_and_the_rounds_stop_when_nothing_moves(m
 
 
 @pytest.mark.parametrize("name", ["relu", "leaky_relu"])
-def test_the_relu_family_is_polished_above_three_dimensions_and_finds_its_teacher(name, monkeypatch):
-    """Noiseless single-index ReLU-family teacher in d = 12 (pricing by bounds): the polish reaches the
-    teacher's direction, so the network is the teacher split into m copies, Υ = m^{1-p} κ(θ*) to rounding,
-    with one direction at cosine 1 to θ*; the slide is skipped in rounds where the polish reached an
-    interpolator at least as flat as the master (here every round).  In d = 3 the ReLU family is not
-    polished, with exact pricing or without, and the slide runs."""
-    teacher, X, y = data(12, 60, name, noise=0.0)
-    slides = []
+def test_the_relu_family_is_polished_above_three_dimensions(name, monkeypatch):
+    """Noiseless single-index ReLU-family teacher in d = 6 (pricing by bounds): the first polish reaches the
+    teacher's direction (one atom at cosine 1 to θ*), so the result is at most the teacher split into m
+    copies, m^{1−p} κ(θ*) (not necessarily equal: escalated pricing may find flatter interpolators); the
+    slide runs exactly in the rounds where the polish did not reach an interpolator at least as flat as the
+    master.  In d = 3 the ReLU family is not polished, with exact pricing or without, and the slide runs."""
+    teacher, X, y = data(6, 30, name, noise=0.0)
+    polished, slides = [], []
+
+    def recorded(*args, **kwargs):
+        found = polish_atoms(*args, **kwargs)
+        if "ceiling" in kwargs:  # the rounds' polish (the final one has no ceiling)
+            polished.append(found)
+        return found
+
+    monkeypatch.setattr(column_generation, "polish_atoms", recorded)
     monkeypatch.setattr(column_generation, "slide", lambda *args, **kwargs: slides.append(1) or slide(*args, **kwargs))
-    result = flattest_interpolator(X, y, name, 120)
-    assert result.pricing == "bound" and not slides
-    assert result.upper == pytest.approx(teacher_upsilon(teacher, X, name, 120), rel=1e-9)
-    assert result.atoms.directions.shape[0] == 1
-    assert float(result.atoms.directions[0] @ teacher.theta_star[0]) == pytest.approx(1.0, abs=1e-9)
+    result = flattest_interpolator(X, y, name, 60)
+    assert result.pricing == "bound"
+    first = polished[0]
+    assert first is not None and first[0].shape[0] == 1
+    assert abs(float(first[0][0] @ teacher.theta_star[0])) == pytest.approx(1.0, abs=1e-9)
+    assert len(slides) == sum(found is None for found in polished)
+    assert result.upper <= teacher_upsilon(teacher, X, name, 60) * (1 + 1e-9)
     assert result.lower <= result.lower_estimate <= result.upper
     torch.testing.assert_close(result.net(X), y, rtol=0, atol=1e-9)
-    calls = []
-    monkeypatch.setattr(column_generation, "polish_atoms", lambda *args, **kwargs: calls.append(1) or None)
+    monkeypatch.setattr(column_generation, "polish_atoms", lambda *args, **kwargs: polished.append("called") or None)
+    polished.clear()
+    slides.clear()
     _, X3, y3 = data(3, 12, name, noise=0.0)
     for certified in (True, False):
         low = flattest_interpolator(X3, y3, name, 24, rounds=3, certify_up_to=3 if certified else 0)
         assert low.pricing == ("exact" if certified else "bound")
-    assert not calls and slides
+    assert not polished and slides
 
 
 def test_tailing_off_needs_both_the_master_and_the_bound_to_stand_still():
@@ -819,3 +830,122 @@ def test_slide_on_the_tape_is_the_slide_with_fresh_gradients():
     assert reported == pytest.approx(float(value(moved)), rel=1e-12) and reported < float(value(U))
     singular = torch.cat([U[:1]] * 12)
     assert slide(singular, X, y, activation, None)[1] == math.inf
+
+
+# --- the certificate, recomputed -----------------------------------------------------------------
+
+
+def certificate_cases():
+    """(result, X, y, teacher, ρ0) across activations, pricing modes and widths: exact (ReLU, d = 2), cap
+    branch-and-bound (quadratic, d = 2; ReLU on a ρ0 = 0.5 band, d = 2), closed-form bounds (leaky ReLU, d = 5)."""
+    cases = []
+    for name, d, n, width, bad in (
+        ("relu", 2, 10, 20, None),
+        ("quadratic", 2, 3, 12, None),
+        ("relu", 3, 10, 20, 0.5),
+        ("leaky_relu", 5, 12, 24, None),
+    ):
+        teacher, X, y = data(d, n, name, noise=0.0, seed=2)
+        options = {} if bad is None else {"teacher": teacher.theta_star, "max_alignment": bad}
+        result = flattest_interpolator(X, y, name, width, rounds=8, **options)
+        cases.append((result, X, y, options))
+    return cases
+
+
+CASES = None
+
+
+def cases():
+    global CASES
+    if CASES is None:
+        CASES = certificate_cases()
+    return CASES
+
+
+def test_verify_certificate_recomputes_every_proven_bound():
+    from flatbook.global_flattest import verify_certificate
+
+    modes = set()
+    for result, X, y, options in cases():
+        check = verify_certificate(result, X, y, **options)
+        modes.add(result.pricing)
+        assert check.ok, check.problems
+        assert check.sampled_sup <= result.dual_sup * (1 + 1e-9) and check.sampled_sup <= check.sup * (1 + 1e-12)
+        assert result.measure_lower <= check.measure_lower * (1 + 2e-6) + 1e-300
+        assert check.lower <= check.upsilon * (1 + 1e-9)
+    assert modes == {"exact", "branch-and-bound", "bound"}
+
+
+def doctored(result, **changes):
+    import dataclasses
+
+    return dataclasses.replace(result, **changes)
+
+
+def test_verify_certificate_catches_what_a_wrong_certificate_looks_like():
+    """Each class of bug a proof-critical line could have, planted in a correct result: a bound taken from a
+    dual not scaled into the feasible set (the claimed sup understated), a lower bound above what its own λ
+    gives, lower not m^{1−p}V^p, a network of another width or that does not interpolate, a direction outside
+    the band by 1e-9, Υ misreported, and certified not following from the numbers."""
+    from flatbook.global_flattest import verify_certificate
+
+    (exact, X, y, _), _, (band, Xb, yb, band_options), _ = cases()
+    bad_variants = [
+        doctored(exact, dual_sup=exact.dual_sup * 0.9),  # the feasibility scaling dropped
+        doctored(exact, measure_lower=exact.measure_lower * 1.01),
+        doctored(exact, lower=exact.lower * 1.01),
+        doctored(exact, upper=exact.upper * 1.001),
+        doctored(exact, certified=not exact.certified),
+        doctored(exact, width=exact.width + 1),
+    ]
+    for variant in bad_variants:
+        check = verify_certificate(variant, X, y, raise_on_failure=False)
+        assert not check.ok
+    net = exact.net
+    wrong_output = TwoLayerNet(net.a * (1 + 1e-6), net.theta, net.activation)
+    assert not verify_certificate(doctored(exact, net=wrong_output), X, y, raise_on_failure=False).ok
+    # One direction moved out of the band by 1e-9 in ρ.
+    teacher = band_options["teacher"]
+    theta = band.net.theta.clone()
+    u = theta[0] / torch.linalg.vector_norm(theta[0])
+    inside = (u @ teacher.T) @ teacher
+    outside = u - inside
+    rho = float(torch.linalg.vector_norm(inside))
+    target = band_options["max_alignment"] + 1e-9
+    moved = target * inside / rho + math.sqrt(1 - target**2) * outside / torch.linalg.vector_norm(outside)
+    theta[0] = moved * torch.linalg.vector_norm(theta[0])
+    outside_band = TwoLayerNet(band.net.a, theta, band.net.activation)
+    check = verify_certificate(doctored(band, net=outside_band), Xb, yb, **band_options, raise_on_failure=False)
+    assert any("ρ =" in problem for problem in check.problems)
+    with pytest.raises(SolverError, match="does not check"):
+        verify_certificate(bad_variants[0], X, y)
+
+
+def test_heuristic_pricing_never_proves_more_than_the_exact_optimum():
+    """With certified pricing off, the proven lower bound (closed forms) stays below the certified optimum of
+    the same data, and above nothing it should not."""
+    _, X, y = data(3, 16, "relu", noise=0.3)
+    exact = flattest_interpolator(X, y, "relu", 32)
+    heuristic = flattest_interpolator(X, y, "relu", 32, certify_up_to=0)
+    assert exact.certified and heuristic.pricing == "bound"
+    assert heuristic.lower <= exact.lower * (1 + 1e-9)
+    assert heuristic.upper >= exact.lower * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("p", [4 / 3, 1.5, 2.0])
+@pytest.mark.parametrize("K,m", [(2, 6), (5, 20), (10, 100)])
+def test_the_rounding_allowance_holds_and_is_nearly_attained(p, K, m):
+    """(m/(m − K))^{p−1} − 1 bounds the split's excess over m^{1−p}V^p, and it is nearly attained: one heavy atom
+    and K − 1 light ones force the heavy atom down to m − K + 1 copies, an excess of b^q − 1 with
+    b = m/(m − K + 1), q = p − 1.  With a = m/(m − K), concavity of t^q gives a^q − 1 ≤ q(a − 1) and
+    b^q − 1 ≥ q(b − 1)/b, so the allowance is at most K m / ((K − 1)(m − K)) times the excess; an allowance with
+    the exponent p instead (a^p − 1 ≥ p(a − 1)) would exceed that factor whenever m > 2K − 2."""
+    weights = torch.cat([torch.ones(1), torch.full((K - 1,), 1e-9)]).to(torch.float64)
+    kappa = torch.ones(K, dtype=torch.float64)
+    counts = split_into_copies(weights, kappa, p, m)
+    value = float((kappa * weights.abs() ** p * torch.tensor(counts, dtype=torch.float64) ** (1 - p)).sum())
+    ideal = m ** (1 - p) * float((kappa ** (1 / p) * weights.abs()).sum()) ** p
+    excess, allowance = value / ideal - 1, rounding_excess_bound(K, m, p)
+    assert excess <= allowance
+    assert excess >= (m / (m - K + 1)) ** (p - 1) - 1 - 1e-6
+    assert allowance <= excess * K * m / ((K - 1) * (m - K)) * (1 + 1e-6)

@@ -229,7 +229,7 @@ def test_mirror_descent_solver_on_a_tiny_relu():
 def test_cholesky_failure_in_the_fast_solver_falls_back_to_clarabel(monkeypatch):
     """Both fast paths (dual Newton, interior point) stop at a failed Cholesky; Clarabel then answers."""
     theta, X, y = _instance()
-    working, fast = torch.linalg.cholesky_ex, flattest_module._solve_newton
+    working, fast = torch.linalg.cholesky_ex, flattest_module.solve_newton
 
     def broken(matrix, **kwargs):
         factor, _ = working(matrix, **kwargs)
@@ -240,7 +240,7 @@ def test_cholesky_failure_in_the_fast_solver_falls_back_to_clarabel(monkeypatch)
             patch.setattr(torch.linalg, "cholesky_ex", broken)
             return fast(*args)
 
-    monkeypatch.setattr(flattest_module, "_solve_newton", fast_with_broken_cholesky)
+    monkeypatch.setattr(flattest_module, "solve_newton", fast_with_broken_cholesky)
     for name in ("quadratic", "relu"):
         with pytest.warns(SolverFallbackWarning):
             result = flattest_outer_weights(theta, X, y, name, solver="newton")

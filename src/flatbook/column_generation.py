@@ -727,9 +727,14 @@ class ColumnGeneration:
         return state.solution.exact and state.solution.value <= (1.0 + self.tol) * self.best["proven"]
 
     def _would_stop(self, state: MasterState, new: torch.Tensor, pricing: Pricing) -> StopReason | None:
-        """A heuristic reason to stop at this round, if any, judged on an exact master: no new column; the
-        largest ratio found within ``tol`` of 1 (the master within tol of the bound it implies), except at a
-        certified level, where only a proof ends the rounds; or tailing-off (``stalled``)."""
+        """A heuristic reason to stop at this round, if any: tailing-off (``stalled``, over the rounds at the
+        current pricing level, inexact masters counted at value·(1 + gap)); and on an exact master, no new
+        column, or the largest ratio found within ``tol`` of 1 (the master within tol of the bound it implies),
+        except at a certified level, where only a proof ends the rounds."""
+        if self.stall_rounds is not None and self.pricer.mode != "exact":
+            # Only the rounds at the current pricing level count: an escalation gets stall_rounds rounds of its own.
+            if stalled(self.history[self.level_since :], self.stall_rounds, self.tol):
+                return StopReason.STALLED
         if not state.solution.exact:
             return None
         if new.shape[0] == 0:
@@ -737,10 +742,6 @@ class ColumnGeneration:
         implied = float(state.central @ self.y) / pricing.estimate
         if not self.pricer.certifying and state.solution.value <= (1.0 + self.tol) * implied:
             return StopReason.NO_IMPROVING_DIRECTION
-        if self.stall_rounds is not None and self.pricer.mode != "exact":
-            # Only the rounds at the current pricing level count: an escalation gets stall_rounds rounds of its own.
-            if stalled(self.history[self.level_since :], self.stall_rounds, self.tol):
-                return StopReason.STALLED
         return None
 
     def _price(self, state: MasterState) -> Pricing:

@@ -60,6 +60,7 @@ __all__ = [
     "NEWTON_MIN_SIZE",
     "certify",
     "check_solver",
+    "solve_newton",
     "flattest_outer_weights",
     "other_interpolators",
 ]
@@ -175,8 +176,9 @@ def _dual_start(Phi, y, kappa, p):
     return torch.exp(log_t) * y
 
 
-def _solve_newton(Phi, y, kappa, p, residual_tol):
-    """The fast solver: dual Newton for p > 1; an interior-point method and an exact vertex for p = 1.
+def solve_newton(Phi, y, kappa, p, residual_tol):
+    """The fast solver of min Σ κ_j|ã_j|^p s.t. Φã = y (eq. ``eq-primal``), on a given Φ and κ: dual Newton for
+    p > 1; an interior-point method and an exact vertex for p = 1 (:mod:`flatbook.lp`).
 
     Returns (ã, λ, status) with status "optimal" or the reason it failed.
     """
@@ -297,7 +299,7 @@ def _solve(solver, Phi, y, kappa, p, residual_tol, solver_options):
     whose solution is polished by the same dual Newton steps (p > 1) or vertex identification (p = 1)."""
     fallback = ""
     if solver == "newton":
-        a, lam, newton_status = _solve_newton(Phi, y, kappa, p, residual_tol)
+        a, lam, newton_status = solve_newton(Phi, y, kappa, p, residual_tol)
         if newton_status == "optimal":
             return a, lam, "optimal", solver
         solver, fallback = "CLARABEL", f" (Clarabel after Newton: {newton_status})"
