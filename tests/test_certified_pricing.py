@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from flatbook import get_activation
+from flatbook.admissible import AdmissibleSet
 from flatbook.certified_pricing import CapBranchAndBound, cap_branch_and_bound_available
 from flatbook.errors import FlatbookInputError
 from flatbook.pricing import ExactPricer, dual_ratio, maximize_dual_ratio
@@ -116,7 +117,7 @@ def test_band_supremum_in_two_dimensions_matches_the_arcs_with_their_rays_and_en
     U = torch.cat([U, torch.stack(ends).to(torch.float64)])
     admissible = (U @ teacher.T).abs()[:, 0] <= rho0 + 1e-15
     reference = float(dual_ratio(U[admissible], lam, X, activation).max())
-    found = CapBranchAndBound(X, activation, teacher=teacher, max_alignment=rho0).sup(lam, rel_tol=1e-5)
+    found = CapBranchAndBound(X, activation, AdmissibleSet(2, teacher, rho0)).sup(lam, rel_tol=1e-5)
     assert found.complete
     assert reference <= found.upper * (1 + 1e-12)
     assert found.upper == pytest.approx(reference, rel=1e-4)

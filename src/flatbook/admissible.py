@@ -29,8 +29,9 @@ class AdmissibleSet:
 
     def __init__(self, d: int, teacher=None, max_alignment=None, device=None):
         self.d = d
+        self.teacher: torch.Tensor | None = None
+        self.max_alignment: float | None = None
         if teacher is None and max_alignment is None:
-            self.teacher, self.max_alignment = None, None
             self.basis = torch.eye(d, dtype=torch.float64, device=device)
             self.description = "all directions"
             return
@@ -90,7 +91,7 @@ class AdmissibleSet:
         """Unit rows in the set: normalised, and for ρ0 > 0 moved along the great circle away from the
         teacher's span until ρ = ρ0 where it was larger (for ρ0 = 0, onto the complement)."""
         U = U / torch.linalg.vector_norm(U, dim=1, keepdim=True)
-        if self.teacher is None:
+        if self.teacher is None or self.max_alignment is None:
             return U
         rho0 = self.max_alignment
         inside = (U @ self.teacher.T) @ self.teacher

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .activations import HomogeneousActivation
+from .activations import HomogeneousActivation, LeakyReLU
+from .admissible import AdmissibleSet
 from .errors import FlatbookInputError
 from .pricing import dual_ratio, dual_ratio_bound, quadratic_dual_ratio_bound
 
@@ -83,48 +84,41 @@ def _convex_lower(value: torch.Tensor, gradient: torch.Tensor, C: torch.Tensor, 
 class CapBranchAndBound:
     """sup of G_λ over the admissible directions, bounded by branch-and-bound over caps, for many λ.
 
-    ``basis`` (d, r, orthonormal columns) restricts the directions to its span (None: all of R^d);
-    ``teacher`` (k, d, orthonormal rows) with ``max_alignment`` ρ0 restricts them further to the band
-    ρ(u) = ‖Θ* u‖ ≤ ρ0 (only with ``basis`` None).  Everything that does not depend on λ is computed here.
+    ``admissible`` (default: every direction) is an :class:`~flatbook.admissible.AdmissibleSet`: the search runs
+    on the unit sphere of its subspace and, for a ρ0-band, discards the caps that miss the band.  Everything
+    that does not depend on λ is computed here.
     """
 
-    def __init__(
-        self,
-        X: torch.Tensor,
-        activation: HomogeneousActivation,
-        basis: torch.Tensor | None = None,
-        teacher: torch.Tensor | None = None,
-        max_alignment: float | None = None,
-    ):
+    def __init__(self, X: torch.Tensor, activation: HomogeneousActivation, admissible: AdmissibleSet | None = None):
         if not cap_branch_and_bound_available(activation):
             raise FlatbookInputError(
                 f"cap branch-and-bound has bounds for the ReLU family and the quadratic, not {activation!r}; "
                 "use flatbook.pricing.dual_ratio_bound."
             )
-        if (teacher is None) != (max_alignment is None) or (teacher is not None and basis is not None):
-            raise FlatbookInputError("pass teacher and max_alignment together, and without basis.")
         self.X, self.activation = X, activation
         n, d = X.shape
-        self.basis = torch.eye(d, dtype=X.dtype, device=X.device) if basis is None else basis
+        self.admissible = AdmissibleSet(d, device=X.device) if admissible is None else admissible
+        self.basis = self.admissible.basis
         self.Xr = X @ self.basis  # coordinates in the admissible subspace
         self.r = self.Xr.shape[1]
         self.sub_norms = torch.linalg.vector_norm(self.Xr, dim=1)  # angles are taken in the subspace
         self.sq_norms = (X * X).sum(1)  # T uses the full ‖x_i‖²
         self.norms = self.sq_norms.sqrt()
         self.spectral = float(torch.linalg.matrix_norm(self.Xr, ord=2)) if n else 0.0
-        self.teacher = teacher
-        self.band_angle = None if max_alignment is None else math.acos(float(max_alignment))
-        if activation.piecewise_linear:
-            self.slope = float(activation.negative_slope)  # type: ignore[attr-defined]
+        band = self.admissible.max_alignment
+        #: the angle between the band's edge and the teacher's span (None: no band to stay inside)
+        self.band_angle = None if self.admissible.whole_subsphere or band is None else math.acos(band)
+        if isinstance(activation, LeakyReLU):
+            self.slope = activation.negative_slope
         else:  # the quadratic's forms
             self.G = self.Xr.T @ self.Xr
             self.B = 8.0 / n * (self.Xr * self.sq_norms[:, None]).T @ self.Xr
-        eye = torch.eye(self.r, dtype=X.dtype, device=X.device)
         signs = (1.0,) if activation.even else (1.0, -1.0)  # σ even: u and −u have one value
         lo, hi = [], []
         for k in range(self.r):
             for sign in signs:
-                box_lo, box_hi = -torch.ones(self.r, dtype=X.dtype, device=X.device), eye[0].new_ones(self.r)
+                box_lo = -torch.ones(self.r, dtype=X.dtype, device=X.device)
+                box_hi = torch.ones(self.r, dtype=X.dtype, device=X.device)
                 box_lo[k] = box_hi[k] = sign
                 lo.append(box_lo)
                 hi.append(box_hi)
@@ -141,22 +135,6 @@ class CapBranchAndBound:
         # sin δ ≤ ratio < 1 with ⟨p, c⟩ > 0 (as ‖c‖ > ‖h‖) gives δ ≤ asin(ratio); otherwise the whole sphere.
         delta = torch.where(ratio < 1.0, torch.asin(ratio.clamp(max=1.0)), torch.full_like(ratio, math.pi))
         return centre / length[:, None], delta * (1.0 + ROUND_OFF) + ROUND_OFF
-
-    def _angle_to_teacher(self, U: torch.Tensor) -> torch.Tensor:
-        """acos ρ(u) for unit rows u: the angle between u and the teacher's subspace."""
-        rho = torch.linalg.vector_norm(U @ self.teacher.T, dim=1)
-        return torch.acos(rho.clamp(max=1.0))
-
-    def _into_band(self, U: torch.Tensor) -> torch.Tensor:
-        """Unit rows moved into the band ρ ≤ ρ0 along the great circle away from the teacher's subspace."""
-        inside = (U @ self.teacher.T) @ self.teacher
-        outside = U - inside
-        rho = torch.linalg.vector_norm(inside, dim=1, keepdim=True)
-        rho0 = math.cos(self.band_angle)
-        clipped = rho0 * inside / rho.clamp_min(1e-300) + math.sqrt(1 - rho0**2) * outside / torch.linalg.vector_norm(
-            outside, dim=1, keepdim=True
-        ).clamp_min(1e-300)
-        return torch.where(rho > rho0, clipped, U)
 
     def _z_intervals(self, C: torch.Tensor, delta: torch.Tensor):
         """(⟨ĉ, x_i⟩, lower, upper ends of ⟨u, x_i⟩ over the cap) for every cap and sample, each (B, n)."""
@@ -258,7 +236,7 @@ class CapBranchAndBound:
         """The closed-form bound of :mod:`flatbook.pricing`, which holds on every cap."""
         if self.activation.piecewise_linear:
             return dual_ratio_bound(lam, self.X, self.activation)
-        return quadratic_dual_ratio_bound(lam, self.X, None if self.r == self.X.shape[1] else self.basis)
+        return quadratic_dual_ratio_bound(lam, self.X, self.admissible.subspace)
 
     # -- the search ---------------------------------------------------------------------------------------
 
@@ -298,9 +276,11 @@ class CapBranchAndBound:
             bound = self.cap_bounds(lam, C, delta).clamp(max=ceiling)
             centres = C @ self.basis.T
             if self.band_angle is not None:
-                reachable = self._angle_to_teacher(centres) + delta >= self.band_angle
-                bound = torch.where(reachable, bound, -math.inf)
-                centres = self._into_band(centres)
+                # The angle to the teacher's span, acos ρ, is 1-Lipschitz on the sphere: a cap reaches the band
+                # iff its centre's angle plus δ reaches the band's edge.
+                angle = torch.acos(self.admissible.alignment(centres).clamp(max=1.0))
+                bound = torch.where(angle + delta >= self.band_angle, bound, -math.inf)
+                centres = self.admissible.project(centres)
             keep_best(centres, dual_ratio(centres, lam, X, activation))
             return bound
 

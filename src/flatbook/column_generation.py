@@ -15,7 +15,7 @@ reasons of :class:`StopReason`, all decided in :meth:`ColumnGeneration.run`:
 - ``NO_IMPROVING_DIRECTION`` and ``STALLED``: heuristic stops (pricing found nothing that improves the master,
   or neither the master nor the bound moved by ``tol`` in ``stall_rounds`` rounds), taken only after the
   pricer has escalated to its most thorough level (:meth:`Pricer.escalate`) and that too found nothing;
-- ``ROUND_LIMIT``: the rounds ran out.
+- ``ROUND_LIMIT`` and ``TIME_LIMIT``: the rounds or the time ran out.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import time
 import warnings
 from typing import NamedTuple
 
@@ -34,7 +35,7 @@ from .admissible import AdmissibleSet
 from .atom_polish import polish_atoms, slide
 from .backend import lstsq_driver
 from .certified_pricing import CapBranchAndBound, cap_branch_and_bound_available
-from .errors import InfeasibleInterpolationError, SolverError
+from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverError
 from .flatness import unit_flatness_weights
 from .lp import InteriorPointIterate, interior_point, vertex_from_dual, weak_duality_bound
 from .pricing import (
@@ -81,6 +82,7 @@ class StopReason(enum.Enum):
     NO_IMPROVING_DIRECTION = "no improving direction found"
     STALLED = "stalled"
     ROUND_LIMIT = "round limit"
+    TIME_LIMIT = "time limit"
 
     @property
     def proven(self) -> bool:
@@ -93,6 +95,8 @@ class StopReason(enum.Enum):
             return "converged: the master's value is within tol of a proven lower bound"
         if self is StopReason.ROUND_LIMIT:
             return f"round limit ({rounds}) reached; nothing proven beyond the bounds"
+        if self is StopReason.TIME_LIMIT:
+            return f"time limit reached after {rounds} rounds; nothing proven beyond the bounds"
         what = (
             "no improving direction found"
             if self is StopReason.NO_IMPROVING_DIRECTION
@@ -117,7 +121,7 @@ class RestrictedMaster:
     (:class:`~flatbook.weighted_l1.WeightedL1Master`, kept in step) where that fails.
     """
 
-    def __init__(self, X: torch.Tensor, y: torch.Tensor, activation: HomogeneousActivation):
+    def __init__(self, X: torch.Tensor, y: torch.Tensor, activation: HomogeneousActivation | None):
         self.X, self.y, self.activation = X, y, activation
         n, d = X.shape
         self.highs = WeightedL1Master(y.cpu().numpy())
@@ -129,10 +133,7 @@ class RestrictedMaster:
     def of_columns(cls, Phi: torch.Tensor, w: torch.Tensor, y: torch.Tensor) -> RestrictedMaster:
         """A master over given columns Φ (n, k) with weights w > 0 and no directions behind them (the linear
         program alone: :meth:`solve`, :meth:`vertex`, :meth:`prune`, :meth:`weak_duality_bound`)."""
-        master = cls.__new__(cls)
-        master.X, master.y, master.activation = Phi.new_zeros(Phi.shape[0], 0), y, None
-        master.highs = WeightedL1Master(y.cpu().numpy())
-        master.directions, master.Phi, master.w = Phi.new_zeros(0, 0), Phi.new_zeros(Phi.shape[0], 0), w[:0]
+        master = cls(Phi.new_zeros(Phi.shape[0], 0), y, None)
         master.add_columns(Phi, w)
         return master
 
@@ -144,6 +145,8 @@ class RestrictedMaster:
     def columns(self, U: torch.Tensor):
         """(directions, Φ, w) of the unit directions U active on some sample.  A direction silent on every
         sample has κ = 0 and no column (its ratio |φᵀλ| / w would be undefined)."""
+        if self.activation is None:
+            raise FlatbookInputError("a master made from columns (of_columns) takes columns, not directions.")
         w = unit_flatness_weights(U, self.X, self.activation) ** (1.0 / self.activation.p)
         live = w > 0
         return U[live], self.activation(self.X @ U[live].T), w[live]
@@ -223,16 +226,28 @@ class RestrictedMaster:
         slackness, :func:`~flatbook.lp.vertex_from_dual`, with simplex pivots from the primal's basis as its
         last resort); HiGHS's simplex from scratch when none is identified."""
         vertex = vertex_from_dual(central, self.Phi, self.y, self.w, primal=primal, crossover=True)
-        if vertex is None:
+        if vertex is not None:
+            mu, dual = vertex
+            return MasterSolution(mu=mu.cpu().numpy(), dual=dual.cpu().numpy(), value=float(self.w @ mu.abs()))
+        try:
             return self.highs.solve()
-        mu, dual = vertex
-        return MasterSolution(mu=mu.cpu().numpy(), dual=dual.cpu().numpy(), value=float(self.w @ mu.abs()))
+        except InfeasibleInterpolationError:
+            # HiGHS can call a degenerate master infeasible by round-off although the interior point interpolates
+            # with its columns: then that iterate's support, refitted to interpolate, is the solution (optimal
+            # to the interior point's tolerance, not certified, so not marked basic).
+            refit = None if primal is None else support_refit(primal, self.Phi, self.y, self.w, math.inf)
+            if refit is None:
+                raise
+            return MasterSolution(
+                mu=refit.cpu().numpy(), dual=central.cpu().numpy(), value=float(self.w @ refit.abs()), basic=False
+            )
 
     def vertex(self, state: MasterState) -> MasterState:
         """The state with its solution replaced by an optimal vertex (at most n atoms), if it is not one."""
         if state.solution.basic:
             return state
-        return state._replace(solution=self.vertex_at(state.central))
+        primal = torch.as_tensor(state.solution.mu, dtype=self.Phi.dtype, device=self.Phi.device)
+        return state._replace(solution=self.vertex_at(state.central, primal=primal))
 
     def atoms(self, solution: MasterSolution) -> tuple[torch.Tensor, torch.Tensor]:
         """(directions, weights) of a solution's atoms: its entries above 1e-12 of the largest."""
@@ -353,14 +368,7 @@ class Pricer:
         if self.mode == "exact":
             self.exact = ExactPricer(X, activation, admissible.subspace)
         elif self.mode == "branch-and-bound":
-            band = {} if admissible.whole_subsphere else {"teacher": admissible.teacher}
-            self.branch_and_bound = CapBranchAndBound(
-                X,
-                activation,
-                basis=admissible.subspace,
-                max_alignment=admissible.max_alignment if band else None,
-                **band,
-            )
+            self.branch_and_bound = CapBranchAndBound(X, activation, admissible)
         self.level = 0
 
     @property
@@ -599,10 +607,12 @@ class ColumnGeneration:
         stall_rounds: int | None,
         seed: int,
         progress: bool = False,
+        time_limit: float | None = None,
     ):
         self.X, self.y, self.activation, self.admissible = X, y, activation, admissible
         self.rounds, self.tol, self.slide_steps, self.stall_rounds = rounds, tol, slide_steps, stall_rounds
         self.inexact_master, self.warm_masters, self.progress = inexact_master, warm_masters, progress
+        self.time_limit = time_limit
         self.generator = torch.Generator().manual_seed(seed)
         self.start_directions, self.n_start = start_directions, n_start
         n = X.shape[0]
@@ -757,6 +767,7 @@ class ColumnGeneration:
 
     def run(self) -> ColumnGenerationResult:
         """Column generation until one of the stops of :class:`StopReason` (see the module)."""
+        self.started = time.perf_counter()
         state = self._first_master()
         stop = StopReason.ROUND_LIMIT
         bar = progress_bar(self.rounds, desc="flattest interpolator", leave=False, show=self.progress)
@@ -788,6 +799,9 @@ class ColumnGeneration:
             if reason is not None:
                 stop = reason
                 break
+            if self.time_limit is not None and time.perf_counter() - self.started > self.time_limit:
+                stop = StopReason.TIME_LIMIT
+                break
             if new.shape[0] == 0:  # an inexact λ can satisfy every cut while the master is not yet optimal
                 state = self.master.solve()
                 continue
@@ -809,6 +823,7 @@ class ColumnGeneration:
                 "master_gap": state.solution.gap,
                 "pricing_level": self.pricer.level,
                 "caps": pricing.caps,
+                "seconds": time.perf_counter() - self.started,
             }
         )
 

@@ -228,6 +228,7 @@ def flattest_interpolator(
     stall_rounds: int | None = 5,
     seed: int = 0,
     progress: bool = False,
+    time_limit: float | None = None,
 ) -> FlattestInterpolator:
     """The flattest width-``width`` interpolator of (X, y), every direction allowed, with proven bounds.
 
@@ -257,7 +258,8 @@ def flattest_interpolator(
     (:func:`~flatbook.atom_polish.slide`) in rounds where the polish did not succeed.
     ``inexact_master`` solves the master during the rounds only to a tenth of the column generation's gap;
     ``warm_masters`` starts each inexact master after an inexact one from an early iterate of it (Gondzio
-    1998).  ``progress`` shows a tqdm bar over the rounds.
+    1998).  ``progress`` shows a tqdm bar over the rounds; ``time_limit`` (seconds) ends the rounds after the
+    first one that passes it (``StopReason.TIME_LIMIT``).
 
     The result's ``lower`` is a proven lower bound on Υ of every admissible interpolator of this width
     (eq. ``eq-splitting`` with eq. ``eq-measure-dual``), from the dual point ``dual`` and the proven bound
@@ -279,6 +281,8 @@ def flattest_interpolator(
     )
     if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0):
         raise FlatbookInputError(f"tol must be a positive number (a relative gap), got {tol!r}.")
+    if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
+        raise FlatbookInputError(f"time_limit must be a positive number of seconds or None, got {time_limit!r}.")
     if float(y.abs().max()) == 0.0:
         raise FlatbookInputError("y is identically zero; the flattest interpolator is the zero network.")
     assert width is not None  # checked above
@@ -307,6 +311,7 @@ def flattest_interpolator(
         stall_rounds=None if stall_rounds is None else int(stall_rounds),
         seed=seed,
         progress=progress,
+        time_limit=time_limit,
     ).run()
     atoms = Atoms(solve.directions, solve.weights)
     if activation.piecewise_linear:
@@ -444,10 +449,7 @@ def verify_certificate(
     sampled = max(float(values.max()), float(best_values.max()))
     # An independent proven bound on the supremum.
     if result.pricing != "bound":
-        band = {} if admissible.whole_subsphere else {"teacher": admissible.teacher}
-        search = CapBranchAndBound(
-            X, activation, basis=admissible.subspace, max_alignment=admissible.max_alignment if band else None, **band
-        )
+        search = CapBranchAndBound(X, activation, admissible)
         certified = search.sup(lam, starts=best, rel_tol=rel_tol, max_caps=2_000_000)
         sup, sampled = certified.upper, max(sampled, certified.best)
     else:
@@ -478,8 +480,8 @@ def verify_certificate(
     residual = float((net(X) - y).abs().max()) / float(y.abs().max())
     if residual > 1e-8:
         problems.append(f"the network does not interpolate: max|net(x_i) − y_i| = {residual:.2e} max|y|")
-    alignment = float(admissible.alignment(net.theta).max()) if admissible.teacher is not None else 0.0
-    if admissible.teacher is not None and alignment > admissible.max_alignment + 1e-12:
+    alignment = float(admissible.alignment(net.theta).max())
+    if admissible.max_alignment is not None and alignment > admissible.max_alignment + 1e-12:
         problems.append(f"a direction has ρ = {alignment:.15g} > ρ0 = {admissible.max_alignment:g}")
     upsilon = min_flatness(net, X, y)
     if abs(upsilon - result.upper) > 1e-9 * upsilon:

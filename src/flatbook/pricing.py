@@ -35,7 +35,7 @@ from collections.abc import Callable
 
 import torch
 
-from .activations import HomogeneousActivation, get_activation
+from .activations import HomogeneousActivation, LeakyReLU, get_activation
 from .backend import lstsq_driver
 from .errors import FlatbookInputError
 from .flatness import orbit_minimum
@@ -203,7 +203,8 @@ def arrangement_faces(Xr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tor
     tol = 1e-10 * Xr.norm(dim=1)[None, :]
     ray_patterns = torch.where(z.abs() <= tol, torch.zeros_like(z), torch.sign(z))
     ray_patterns.scatter_(1, pairs, 0.0)
-    spans, patterns = [], []
+    spans: list[torch.Tensor] = []
+    face_patterns: list[torch.Tensor] = []
     R = rays.shape[0]
     rows = torch.arange(R, device=device)
     k = pairs.shape[1]
@@ -211,7 +212,7 @@ def arrangement_faces(Xr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tor
     for signs in torch.cartesian_prod(*([torch.tensor([-1.0, 1.0], dtype=dtype, device=device)] * k)).reshape(-1, k):
         pat = ray_patterns.clone()
         pat[rows[:, None], pairs] = signs
-        patterns.append(pat)
+        face_patterns.append(pat)
         spans.append(eye.expand(R, r, r))
     if r == 3:
         # Two-dimensional faces: inside the plane of one normal, either side of the other.
@@ -224,9 +225,9 @@ def arrangement_faces(Xr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, tor
             for sign in (-1.0, 1.0):
                 pat = ray_patterns.clone()
                 pat[rows, pairs[:, across]] = sign
-                patterns.append(pat)
+                face_patterns.append(pat)
                 spans.append(span)
-    return rays, ray_patterns, torch.cat(spans), torch.cat(patterns)
+    return rays, ray_patterns, torch.cat(spans), torch.cat(face_patterns)
 
 
 def face_values(lam, Xr, sq_norms, U, patterns, slope, both_signs: bool = False):
@@ -313,6 +314,7 @@ class ExactPricer:
         self.X, self.W, self.basis = X, W, basis
         self.Xr = Xr = X @ W
         self.sq_norms = (X * X).sum(1)
+        assert isinstance(activation, LeakyReLU)  # exact_pricing_available: the ReLU family
         self.slope = activation.negative_slope
         # The pre-selection's sign test, on rows of unit norm (a zero sample: a zero row, which every u passes,
         # as in the float64 test).

@@ -107,9 +107,10 @@ def flattest_relu_over_patterns(X, y, patterns, solver: str = "CLARABEL") -> Pat
     dirs, weights = [], []
     for _, (plus, minus) in variables:
         for v, sign in ((plus, 1.0), (minus, -1.0)):
-            size = float(np.linalg.norm(v.value))
+            value = np.asarray(v.value)  # set: the problem was solved
+            size = float(np.linalg.norm(value))
             if size > 1e-9:
-                dirs.append(v.value / size)
+                dirs.append(value / size)
                 weights.append(sign * size)
     return PatternProgramResult(
         value=float(problem.value),
