@@ -437,12 +437,14 @@ class Pricer:
         heaviest = heaviest[np.abs(solution.mu[heaviest]) > 0]
         if self.level == 0:
             heaviest = heaviest[: self.starts]
-        starts = torch.cat(
-            [
-                master.directions[torch.as_tensor(heaviest, device=device, dtype=torch.long)],
-                admissible.random(random_starts, self.generator),
-                spectral_starts(lam, self.X, admissible),
-            ]
+        atoms = master.directions[torch.as_tensor(heaviest, device=device, dtype=torch.long)]
+        # With exact pricing the best direction of every face is known: the ascent only slides the atoms.
+        starts = (
+            atoms
+            if self.exact is not None
+            else torch.cat(
+                [atoms, admissible.random(random_starts, self.generator), spectral_starts(lam, self.X, admissible)]
+            )
         )
         found, values = maximize_dual_ratio(lam, self.X, self.activation, starts, admissible.project, self.steps)
         estimate = max(float(values.max()), master.largest_ratio(lam))

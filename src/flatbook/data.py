@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -39,6 +40,8 @@ __all__ = [
     "PopulationLoss",
     "exact_population_loss_available",
     "population_loss",
+    "PopulationQuadratic",
+    "population_quadratic",
     "LabelledData",
     "teacher_student_classification",
     "digits_parity",
@@ -268,13 +271,18 @@ def _ridge_terms(model: MultiIndexModel):
 def exact_population_loss_available(net, model: MultiIndexModel) -> bool:
     """Whether :func:`population_loss` has a closed form (eq. ``eq-gaussian-kernels``, and
     ``eq-product-kernel`` for the product teacher) for this pair."""
+    return _closed_form(net.activation, model)
+
+
+def _closed_form(activation: HomogeneousActivation, model: MultiIndexModel) -> bool:
+    """Whether a network with this activation has a closed-form population loss against ``model``."""
     if isinstance(model.link, ProductLink):  # eq-product-kernel: the network's own kernel is all it needs
         terms = []
     else:
         terms = _ridge_terms(model)
         if terms is None:
             return False
-    acts = [net.activation] + [g for g, _ in terms]
+    acts = [activation] + [g for g, _ in terms]
     if model.residual_std > 0 and not all(hermite3_vanishes(a) for a in acts):
         return False
     return all(kernel_available(a, b) for a in acts for b in acts)
@@ -293,6 +301,20 @@ def _distinct_neurons(a, theta):
     return torch.zeros(theta.shape[0], dtype=a.dtype, device=a.device).index_add_(0, inverse, a[active]), theta
 
 
+def _teacher_terms(act: HomogeneousActivation, theta: torch.Tensor, model: MultiIndexModel):
+    """(k, E f*²): k_j = E σ(⟨θ_j, x⟩) f*(Θ*x) (eq. ``eq-gaussian-kernels``, or eq. ``eq-product-kernel`` for the
+    product teacher, whose E f*² = 1) and the teacher's second moment."""
+    if isinstance(model.link, ProductLink):
+        return product_kernel(act, theta, model.theta_star.to(theta)), 1.0
+    terms = _ridge_terms(model)
+    assert terms is not None  # exact_population_loss_available
+    cross = sum(gaussian_kernel(act, theta, g, v[None, :].to(theta))[:, 0] for g, v in terms)
+    teacher = sum(
+        float(gaussian_kernel(g1, v1[None, :], g2, v2[None, :])[0, 0]) for g1, v1 in terms for g2, v2 in terms
+    )
+    return cross, teacher
+
+
 def _exact_population_loss(net, model: MultiIndexModel, chunk: int | None = None) -> float:
     """E (h − f*)² + η² + τ² = aᵀK a − 2 aᵀk + E f*² + η² + τ² with the Gaussian kernels of
     :mod:`flatbook.gaussian` (the residual, orthogonal to h and f*, adds its variance η²); for the
@@ -307,16 +329,34 @@ def _exact_population_loss(net, model: MultiIndexModel, chunk: int | None = None
     for start in range(0, width, chunk):  # aᵀKa in row blocks: O(chunk·m) memory
         rows = slice(start, start + chunk)
         quadratic += float(a[rows] @ (gaussian_kernel(act, theta[rows], act, theta) @ a))
-    if isinstance(model.link, ProductLink):
-        cross = float(a @ product_kernel(act, theta, model.theta_star.to(theta)))
-        teacher = 1.0
-    else:
-        terms = _ridge_terms(model)
-        cross = sum(float(a @ gaussian_kernel(act, theta, g, v[None, :].to(theta))[:, 0]) for g, v in terms)
-        teacher = sum(
-            float(gaussian_kernel(g1, v1[None, :], g2, v2[None, :])[0, 0]) for g1, v1 in terms for g2, v2 in terms
-        )
-    return max(quadratic - 2.0 * cross + teacher, 0.0) + model.approximation_error + model.bayes_risk
+    cross, teacher = _teacher_terms(act, theta, model)
+    return max(quadratic - 2.0 * float(a @ cross) + teacher, 0.0) + model.approximation_error + model.bayes_risk
+
+
+class PopulationQuadratic(NamedTuple):
+    """F(μ) = μᵀKμ − 2bᵀμ + c: the exact population loss of h = Σ_j μ_j σ(⟨u_j, x⟩) as a function of the outer
+    weights μ on fixed unit directions u_j (from :func:`population_quadratic`)."""
+
+    K: torch.Tensor  #: (k, k) K_jl = E σ(⟨u_j, x⟩) σ(⟨u_l, x⟩), positive semidefinite
+    b: torch.Tensor  #: (k,) b_j = E σ(⟨u_j, x⟩) f*(Θ*x)
+    c: float  #: E f*² + η² + τ²
+    bayes_risk: float  #: τ², so that the excess is F(μ) − τ²
+
+    def __call__(self, mu: torch.Tensor) -> float:
+        """F(μ)."""
+        return float(mu @ (self.K @ mu) - 2.0 * self.b @ mu) + self.c
+
+
+def population_quadratic(activation, U, model: MultiIndexModel) -> PopulationQuadratic:
+    """The exact population loss as a convex quadratic in the outer weights on the directions U (rows), with
+    the closed-form kernels of :func:`population_loss` (eq. ``eq-gaussian-kernels``)."""
+    activation = get_activation(activation)
+    U = as_tensor(U, "U", ndim=2)
+    if not _closed_form(activation, model):
+        raise FlatbookInputError(f"no closed-form population loss for {activation!r} against the teacher {model!r}.")
+    cross, teacher = _teacher_terms(activation, U, model)
+    constant = teacher + model.approximation_error + model.bayes_risk
+    return PopulationQuadratic(gaussian_kernel(activation, U, activation, U), cross, constant, model.bayes_risk)
 
 
 def population_loss(
