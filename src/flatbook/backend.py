@@ -119,9 +119,9 @@ def check_binary_labels(y: torch.Tensor, why: str) -> None:
         )
 
 
-def is_count(value, minimum: int) -> bool:
+def is_count(value: object, minimum: int) -> bool:
     """An integer of at least ``minimum``: a Python or NumPy integer, not a bool or a float."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= minimum
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= minimum
 
 
 def lstsq_driver(A: torch.Tensor) -> str | None:

@@ -61,8 +61,9 @@ def _figure(args) -> int:
             "(or FLATBOOK_SCHEDULER); `dask scheduler` starts one and prints its address."
         )
     check_writable(args.out, "--out")
-    if cache_dir() is not None:
-        check_writable(cache_dir(), "FLATBOOK_CACHE")
+    cache = cache_dir()
+    if cache is not None:
+        check_writable(cache, "FLATBOOK_CACHE")
     if scheduler is not None:
         from .experiments.runner import connect_scheduler
 

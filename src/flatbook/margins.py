@@ -60,7 +60,9 @@ def normalised_margin(net, X, y, norm: float = 2.0) -> float:
     return smallest_margin(net, X, y) / float(size) ** network_degree(net)
 
 
-def _same_horizon(outer, inner, what: str, advice: str = ""):
+def _same_horizon(
+    outer: Potential | str, inner: Potential | str | None, what: str, advice: str = ""
+) -> tuple[Potential, Potential]:
     """The two layers' potentials (inner defaults to outer), which must share the horizon degree α."""
     outer = get_potential(outer)
     inner = outer if inner is None else get_potential(inner)

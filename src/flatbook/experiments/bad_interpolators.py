@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from .. import get_activation
 from ..admissible import AdmissibleSet
@@ -245,6 +246,12 @@ def _certificate(config: Config, name: str, d: int, n: int, seed: int) -> dict:
 def sweeps(config: Config) -> list[tuple[str, str, list[tuple[int, int]], tuple]]:
     """(name, activation, its (d, n) sizes, its alignments ρ0) of each column-generation sweep."""
     d3, quadratic_d = config.certified_d, config.quadratic_regime_d
+
+    def quadratic_n(d: int) -> int:
+        dimension = bad_dimension("quadratic", d)
+        assert dimension is not None  # the quadratic's bad neurons span quadratic forms in d - 1 variables
+        return round(config.quadratic_share * dimension)
+
     return [
         ("certified", "relu", [(d3, n) for n in config.certified_n_grid], config.alignments),
         ("exact_bad", "relu", [(config.exact_bad_d, n) for n in config.exact_bad_n_grid], (0.0,)),
@@ -252,7 +259,7 @@ def sweeps(config: Config) -> list[tuple[str, str, list[tuple[int, int]], tuple]
         (
             "quadratic",
             "quadratic",
-            [(d, round(config.quadratic_share * bad_dimension("quadratic", d))) for d in config.quadratic_d_grid],
+            [(d, quadratic_n(d)) for d in config.quadratic_d_grid],
             (0.0,),
         ),
         ("quadratic_regime", "quadratic", [(quadratic_d, n) for n in config.quadratic_regime_n_grid], (0.0,)),
@@ -279,7 +286,7 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
     together), and a point that two sweeps share (same activation, d, n, seed and alignments) runs once.
     """
     seeds = [config.seed + 100 * s for s in range(config.seeds)]
-    planned = {
+    planned: dict[str, list[dict[str, Any]]] = {
         sweep: [
             {"name": name, "d": d, "n": n, "seed": seed, "alignments": alignments} for d, n in sizes for seed in seeds
         ]

@@ -33,6 +33,7 @@ Tables:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,14 +68,14 @@ CHAPTER = "book/06-mirror-flow.md"
 VERSION = 2
 
 #: (label, potential name, parameters) of the main comparison
-MAIN_POTENTIALS = (
+MAIN_POTENTIALS: tuple[tuple[str, str, dict[str, float]], ...] = (
     ("gradient descent", "euclidean", {}),
     ("hyperbolic entropy", "hyperbolic_entropy", {"beta": 0.01}),
     ("p = 3", "p_norm", {"p": 3.0}),
 )
 #: (label, outer potential and parameters, inner potential and parameters): a different potential on each layer,
 #: the same pair both ways round (the same per-neuron exponent q, book eq. ``eq-neuron-cost``)
-MIXED_POTENTIALS = (
+MIXED_POTENTIALS: tuple[tuple[str, str, dict[str, float], str, dict[str, float]], ...] = (
     ("entropy on a, Euclidean on θ", "hyperbolic_entropy", {"beta": 0.01}, "euclidean", {}),
     ("Euclidean on a, entropy on θ", "euclidean", {}, "hyperbolic_entropy", {"beta": 0.01}),
 )
@@ -431,14 +432,15 @@ def prune(net: TwoLayerNet, fraction: float, what: str) -> TwoLayerNet:
         keep = torch.ones(net.width, dtype=net.a.dtype, device=net.device)
         keep[torch.argsort(_neuron_weights(net))[:count]] = 0
         return TwoLayerNet(net.a * keep, net.theta, net.activation)
-    layers = []
-    for weights in (net.a, net.theta):
+
+    def smallest_zeroed(weights: torch.Tensor) -> torch.Tensor:
         flat = weights.reshape(-1)
         count = int(round(fraction * flat.numel()))
         mask = torch.ones_like(flat)
         mask[torch.argsort(flat.abs())[:count]] = 0
-        layers.append((flat * mask).reshape(weights.shape))
-    return TwoLayerNet(*layers, net.activation)
+        return (flat * mask).reshape(weights.shape)
+
+    return TwoLayerNet(smallest_zeroed(net.a), smallest_zeroed(net.theta), net.activation)
 
 
 def _digits_point(config: Config, label: str, name: str, params: dict, seed: int) -> dict:
@@ -469,18 +471,19 @@ def _digits_point(config: Config, label: str, name: str, params: dict, seed: int
 
 
 def _cosine(u: list, v: list) -> float:
-    u, v = np.asarray(u), np.asarray(v)
-    return float(u @ v / np.linalg.norm(u) / np.linalg.norm(v))
+    a, b = np.asarray(u), np.asarray(v)
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
 
 
 def _point(config: Config, kind: str, **point) -> dict:
-    return {
+    compute: dict[str, Callable[..., dict]] = {
         "main": _main_point,
         "balance": _balance_point,
         "sweep": _sweep_point,
         "horizon": _horizon_point,
         "digits": _digits_point,
-    }[kind](config, **point)
+    }
+    return compute[kind](config, **point)
 
 
 def points(config: Config) -> list[dict]:

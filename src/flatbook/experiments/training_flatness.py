@@ -22,7 +22,9 @@ outer weights converging to the convex optimum, chapter 7's last section).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Required, TypedDict
 
 import torch
 
@@ -48,8 +50,28 @@ CHAPTER = "book/07-training.md"
 #: bump when the results change meaning without a change in the package's computing code
 VERSION = 2
 
+
+class MethodOptions(TypedDict, total=False):
+    """How a method trains: the outer potential (a name, or a name and its parameters) and the variants."""
+
+    outer: Required[str | tuple[str, dict[str, float]]]
+    sam: bool
+    label_noise: bool
+
+
+class _StepOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`flatbook.training.mirror_descent` that fix the steps."""
+
+    adaptive: bool
+    step: float
+    perturbed_steps: int
+    sam_radius: float
+    label_noise: float
+    seed: int
+
+
 #: label → (initialisation, training keyword arguments); "small"/"large" name the config's init scales
-METHODS = {
+METHODS: dict[str, tuple[str, MethodOptions]] = {
     "GD, small init": ("small", {"outer": "euclidean"}),
     "GD, large init": ("large", {"outer": "euclidean"}),
     "SAM": ("small", {"outer": "euclidean", "sam": True}),
@@ -146,7 +168,7 @@ def _train(config: Config, label: str, scale: float, seed: int, step: float | No
     _, options = METHODS.get(label, ("small", {"outer": "euclidean"}))
     outer = options["outer"]
     potential = get_potential(outer[0], **outer[1]) if isinstance(outer, tuple) else get_potential(outer)
-    kwargs = {} if step is None else {"adaptive": False, "step": step}
+    kwargs: _StepOptions = {} if step is None else {"adaptive": False, "step": step}
     if options.get("sam") or options.get("label_noise"):
         kwargs = {
             "adaptive": False,
@@ -179,7 +201,7 @@ def _train(config: Config, label: str, scale: float, seed: int, step: float | No
     net = run.net
     try:  # the flattest outer weights for the trained network's own directions
         own = flattest_outer_weights(net.directions(), X, y, "relu")
-        own_row = {
+        own_row: dict[str, float | None] = {
             "own_upsilon": own.flatness,
             "own_alignment": own.net.weighted_alignment(teacher.theta_star),
             "own_support": own.support_size,
@@ -283,7 +305,8 @@ def _solver(config: Config, activation: str, beta: float) -> dict:
 
 
 def _point(config: Config, kind: str, **point) -> dict:
-    return {"train": _train, "references": _references, "solver": _solver}[kind](config, **point)
+    compute: dict[str, Callable[..., dict]] = {"train": _train, "references": _references, "solver": _solver}
+    return compute[kind](config, **point)
 
 
 def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:

@@ -9,10 +9,15 @@ no state and a cell that returns it shows it exactly once.  No backend is forced
 from __future__ import annotations
 
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
+from matplotlib.rcsetup import cycler
 from matplotlib.ticker import NullFormatter
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 __all__ = ["book_style", "new_figure", "legend_below", "no_minor_labels", "finish_panels"]
 
@@ -41,8 +46,8 @@ ROLE = {
 DISPLAY_NAME = {"relu": "ReLU", "leaky_relu": "LeakyReLU", "quadratic": "quadratic", "relu_power": "ReLU$^c$"}
 COLUMN_WIDTH = 6.4  # inches: the text column of the book at 100 % zoom
 
-RC = {
-    "axes.prop_cycle": mpl.cycler(color=list(PALETTE.values())),
+RC: dict[RcKeyType, Any] = {
+    "axes.prop_cycle": cycler(color=list(PALETTE.values())),
     "axes.spines.top": False,
     "axes.spines.right": False,
     "axes.grid": True,
