@@ -217,7 +217,7 @@ def flattest_interpolator(
     max_alignment=None,
     start_directions=None,
     n_start: int | None = None,
-    rounds: int = 40,
+    rounds: int = 100,
     tol: float = 1e-3,
     pricing_starts: int = 64,
     pricing_steps: int = 60,

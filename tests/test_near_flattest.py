@@ -1,0 +1,96 @@
+"""The near-flattest set against an exact reference: on a small dictionary every vertex of the polytope is
+enumerated (its basic feasible solutions), and the convex population loss is maximised and minimised there."""
+
+import dataclasses
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from flatbook import flattest_interpolator
+from flatbook.data import population_loss, population_quadratic, single_index
+from flatbook.errors import FlatbookInputError
+from flatbook.flatness import unit_flatness_weights
+from flatbook.near_flattest import best_near_flattest, worst_near_flattest
+
+
+def small_instance(name="relu", slack=0.05):
+    teacher = single_index(2, link=name, noise_std=0.3, seed=4)
+    X, y = teacher.sample(3, seed=5)
+    flattest = flattest_interpolator(X, y, name, 40)
+    angles = torch.linspace(0, 2 * math.pi, 11, dtype=torch.float64)[:-1] + 0.1
+    grid = torch.stack([torch.cos(angles), torch.sin(angles)], dim=1)
+    return teacher, X, y, dataclasses.replace(flattest, columns=grid)
+
+
+def vertices(Phi, w, y, budget):
+    """Every basic feasible solution μ of {Φμ = y, Σ w|μ| ≤ budget} (μ = z⁺ − z⁻, a slack on the budget)."""
+    n, k = Phi.shape
+    A = np.vstack([np.hstack([Phi, -Phi, np.zeros((n, 1))]), np.concatenate([w, w, [1.0]])[None, :]])
+    b = np.concatenate([y, [budget]])
+    found = []
+    for basis in itertools.combinations(range(2 * k + 1), n + 1):
+        B = A[:, basis]
+        if np.linalg.cond(B) > 1e10:  # singular: not a basis
+            continue
+        z_basis = np.linalg.solve(B, b)
+        if (z_basis < -1e-10).any():
+            continue
+        z = np.zeros(2 * k + 1)
+        z[list(basis)] = z_basis
+        found.append(z[:k] - z[k : 2 * k])
+    return found
+
+
+@pytest.mark.parametrize("name", ["relu", "quadratic"])
+def test_worst_and_best_match_the_enumerated_vertices(name):
+    teacher, X, y, flattest = small_instance(name)
+    worst = worst_near_flattest(X, y, name, 40, teacher, slack=0.05, flattest=flattest)
+    best = best_near_flattest(X, y, name, 40, teacher, slack=0.05, flattest=flattest)
+    U = torch.cat([flattest.atoms.directions, flattest.columns])
+    U = U / torch.linalg.vector_norm(U, dim=1, keepdim=True)
+    w = unit_flatness_weights(U, X, flattest.activation) ** (1 / flattest.activation.p)
+    Phi = flattest.activation(X @ U.T)
+    loss = population_quadratic(name, U, teacher)
+    for found in (worst, best):
+        excesses = [
+            loss(torch.as_tensor(mu)) - teacher.bayes_risk
+            for mu in vertices(Phi.numpy(), w.numpy(), y.numpy(), found.budget)
+        ]
+        assert excesses
+        if found.kind == "worst":
+            assert found.excess <= max(excesses) + 1e-9
+            assert found.excess == pytest.approx(max(excesses), rel=1e-7)  # 8 starts reach it on this instance
+        else:
+            assert found.excess_floor <= min(excesses) + 1e-9 and found.excess >= min(excesses) - 1e-9
+        # the network is an exact interpolator of the set, its excess exact
+        assert found.upsilon <= (1 + found.slack) * flattest.upper * (1 + 1e-9)
+        torch.testing.assert_close(found.net(X), y, rtol=0, atol=1e-8)
+        assert population_loss(found.net, teacher).excess == pytest.approx(found.excess, rel=1e-9, abs=1e-12)
+    assert best.excess_floor <= best.excess <= worst.excess
+    assert best.excess <= worst.flattest_excess + 1e-12 <= worst.excess + 2e-12
+
+
+def test_the_range_widens_with_the_slack():
+    teacher, X, y, flattest = small_instance()
+    ranges = []
+    for slack in (0.0, 0.01, 0.1):
+        worst = worst_near_flattest(X, y, "relu", 40, teacher, slack=slack, flattest=flattest)
+        best = best_near_flattest(X, y, "relu", 40, teacher, slack=slack, flattest=flattest)
+        ranges.append((best.excess_floor, worst.excess))
+    for (low, high), (lower, higher) in itertools.pairwise(ranges):
+        assert lower <= low + 1e-9 and higher >= high - 1e-9
+
+
+def test_clear_errors():
+    teacher, X, y, flattest = small_instance()
+    with pytest.raises(FlatbookInputError, match="slack"):
+        worst_near_flattest(X, y, "relu", 40, teacher, slack=-0.1, flattest=flattest)
+    with pytest.raises(FlatbookInputError, match="MultiIndexModel"):
+        worst_near_flattest(X, y, "relu", 6, "teacher", flattest=flattest)
+    with pytest.raises(FlatbookInputError, match="this width"):
+        worst_near_flattest(X, y, "relu", 41, teacher, flattest=flattest)
+    with pytest.raises(FlatbookInputError, match="starts"):
+        worst_near_flattest(X, y, "relu", 40, teacher, flattest=flattest, starts=0)
