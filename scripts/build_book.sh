@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up .venv, then execute every chapter and build the book to static HTML in _build/html.
+# Set up .venv, then execute every chapter and build the book to static HTML in _build/html, then the
+# whole-book PDF from the same executed chapters (scripts/build_pdf.sh: TeX Live, _build/html/flatbook.pdf).
 # The build log is kept in _build/build.log; at the end each chapter's execution time is printed
 # (from MyST-NB's "Executed notebook in ... seconds"), and a failed build names the chapter it was
 # executing and the cell's error or timeout.
@@ -18,4 +19,5 @@ if [ "$status" -ne 0 ]; then
   grep -n -E 'CellExecutionError|CellTimeoutError|Timeout|Traceback|Error' "$log" | tail -n 20 >&2 || true
   exit "$status"
 fi
+bash scripts/build_pdf.sh
 echo "The book is at $(pwd)/_build/html/index.html"

@@ -12,6 +12,7 @@ echo "::: ruff check" && .venv/bin/ruff check src tests bench scripts
 echo "::: ruff format --check" && .venv/bin/ruff format --check src tests bench scripts
 echo "::: mypy" && .venv/bin/mypy
 bash scripts/install_browser.sh
+bash scripts/install_latex.sh  # pdftotext for tests/test_pdf.py, TeX Live if the book must be rebuilt
 rm -rf _build/notebooks
 .venv/bin/python scripts/chapters_to_notebooks.py _build/notebooks
 # Branch coverage of the package by the tests (the chapters run in their own kernels and are not counted);

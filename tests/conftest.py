@@ -73,13 +73,15 @@ def newest_source_mtime() -> float:
 
 @pytest.fixture(scope="session")
 def html_dir() -> Path:
-    """The built site, rebuilt first when it is missing or older than any source."""
-    index = HTML / "index.html"
-    if not index.exists() or index.stat().st_mtime < newest_source_mtime():
+    """The built site (and the whole-book PDF it links), rebuilt first when it is missing or older than any source."""
+    # objects.inv is written by every HTML build (index.html, a redirect, only by the first)
+    built = HTML / "objects.inv"
+    if not built.exists() or built.stat().st_mtime < newest_source_mtime():
         jupyter_book = Path(sys.executable).parent / "jupyter-book"
         subprocess.run(
             [str(jupyter_book), "build", str(ROOT), "--all", "-W", "-n", "--keep-going"], check=True, cwd=ROOT
         )
+        subprocess.run(["bash", str(ROOT / "scripts" / "build_pdf.sh")], check=True, cwd=ROOT)
     return HTML
 
 
