@@ -182,17 +182,19 @@ def _config() -> dict:
     return yaml.safe_load((Path(__file__).resolve().parent.parent / "_config.yml").read_text())
 
 
+#: the services a launch button opens a page's source in (Binder, Colab, a JupyterHub through nbgitpuller)
+LAUNCH_LINK = re.compile(r'href="([^"]*(?:mybinder\.org|colab\.research\.google\.com|git-pull\?)[^"]*)"')
+
+
 @pytest.mark.parametrize("page", [page for page in toc_pages() if page[5:7].isdigit()])
-def test_chapter_offers_its_repository_and_launch_links(html_dir, page):
-    """Links only: repository, issues, Binder and Colab, each at this chapter in the configured repository."""
-    config = _config()
-    repository, branch = config["repository"]["url"], config["repository"]["branch"]
-    org_repo = urlparse(repository).path.strip("/")
+def test_chapter_offers_its_repository_and_no_launch_link_to_its_source(html_dir, page):
+    """Repository and issue links; no launch button, since each would open the chapter's MyST source (book/*.md),
+    which Colab cannot open and Binder shows with raw roles (README: run the downloaded notebook instead)."""
+    repository = _config()["repository"]["url"]
     text = (html_dir / f"{page}.html").read_text()
     assert f'href="{repository}"' in text and f'href="{repository}/issues' in text
-    binder = f"https://mybinder.org/v2/gh/{org_repo}/{branch}?urlpath=lab/tree/{page}."
-    assert binder in text, f"{page}.html has no Binder link to itself"
-    assert f"https://colab.research.google.com/github/{org_repo}/blob/{branch}/{page}." in text
+    launches = LAUNCH_LINK.findall(text)
+    assert not launches, f"{page}.html has launch links that open its source, not a notebook: {launches}"
 
 
 @pytest.mark.parametrize("page", [page for page in toc_pages() if page[5:7].isdigit() or page.endswith("notation")])

@@ -9,7 +9,15 @@ for a reader without the book's tool chain:
 - references become the text the page shows (equation and figure numbers, titles, "Author (Year)"),
   linked to the published book (``html.baseurl``);
 - equation labels become ``\\tag{N}``, exercises and lemmas bold paragraphs, solutions ``<details>``;
-- a first cell installs flatbook when the kernel lacks it.
+  a ``{glue:md}`` block becomes the Markdown it shows; ``[text]{#id}`` targets become HTML anchors;
+- links to a label (``[symbol](#sym-...)``) point at the published page that defines it;
+- Markdown outputs (tables the code writes, which cite the book with roles) are rewritten the same way;
+- a first cell installs flatbook when the kernel lacks it; where the code's Markdown outputs cite the book,
+  a second cell makes a re-run show those citations as links too (an IPython formatter with the page's
+  references, resolved here);
+- a page that reads files of the repository (``notebook_download_files`` in the Sphinx config: page name →
+  folders) carries them: a cell writes them next to the notebook unless they are there, so the copy runs
+  outside the checkout.
 
 sphinx-book-theme lists a page's ``.ipynb`` in the download menu when the page context has
 ``ipynb_source``; this sets it, and writes the copy next to the page's source in ``_sources/``.
@@ -17,10 +25,12 @@ sphinx-book-theme lists a page's ``.ipynb`` in the download menu when the page c
 
 from __future__ import annotations
 
+import base64
 import copy
 import functools
 import json
 import re
+import zlib
 from pathlib import Path, PurePosixPath
 
 #: a MyST role: {name}`content`
@@ -30,11 +40,39 @@ EXPLICIT = re.compile(r"^(.*?)\s*<([^>]+)>$", re.S)
 DIRECTIVE = re.compile(r"^:::\{([a-z:-]+)\}[ \t]*([^\n]*)\n((?::[\w-]+:[^\n]*\n)*)(.*?)^:::[ \t]*$", re.S | re.M)
 DISPLAY_LABEL = re.compile(r"\n([ \t]*)\$\$[ \t]*\((eq-[\w-]+)\)")
 TARGET = re.compile(r"^\([\w-]+\)=[ \t]*\n", re.M)
+#: a ```{glue:md} key``` block (or {glue}, {glue:text}), with its options
+GLUE_BLOCK = re.compile(r"^```\{glue(?::\w+)?\}[ \t]+(\S+)[ \t]*\n(?::[\w-]+:[^\n]*\n)*```[ \t]*$", re.M)
+#: an inline span with an id: [text]{#id}
+ID_SPAN = re.compile(r"\[([^\]\n]*)\]\{#([\w-]+)\}")
+#: a Markdown link to a label: [text](#label)
+LABEL_LINK = re.compile(r"\]\(#([\w-]+)\)")
 INSTALL_CELL = (
     "# Run this first in a fresh environment: it installs flatbook (and what the chapters need) if it is missing.\n"
     "import importlib.util, subprocess, sys\n\n"
     'if importlib.util.find_spec("flatbook") is None:\n'
     '    subprocess.check_call([sys.executable, "-m", "pip", "install", "flatbook[book] @ git+{repository}"])'
+)
+REFERENCES_CELL = (
+    "# The tables this notebook's code writes cite the book with MyST roles, which only the book renders:\n"
+    "# show each as the link the book shows.\n"
+    "import re\n\n"
+    "from IPython import get_ipython\n"
+    "from IPython.display import Markdown\n\n"
+    "BOOK_REFERENCES = {references}\n\n"
+    'get_ipython().display_formatter.formatters["text/markdown"].for_type(\n'
+    '    Markdown, lambda md: re.sub(r"{role}", lambda m: BOOK_REFERENCES.get(m[0], m[0]), md.data)\n'
+    ")"
+)
+FILES_CELL = (
+    "# The files of the repository this page reads ({folders}), written next to the notebook unless they are there.\n"
+    "import base64, zlib\n"
+    "from pathlib import Path\n\n"
+    "FILES = {files}\n\n"
+    "for name, packed in FILES.items():\n"
+    "    path = Path(name)\n"
+    "    if not path.exists():\n"
+    "        path.parent.mkdir(parents=True, exist_ok=True)\n"
+    "        path.write_bytes(zlib.decompress(base64.b64decode(packed)))"
 )
 
 
@@ -97,10 +135,24 @@ class Resolver:
         return text or target
 
     def markdown(self, source: str) -> str:
+        source = GLUE_BLOCK.sub(self._glue_block, source)
         source = TARGET.sub("", source)
         source = DISPLAY_LABEL.sub(lambda m: f"\n{m[1]}\\tag{{{self._equation_number(m[2])}}}\n{m[1]}$$", source)
         source = DIRECTIVE.sub(self._directive, source)
+        source = ID_SPAN.sub(lambda m: f'<a id="{m[2]}"></a>{m[1]}', source)
+        source = LABEL_LINK.sub(self._label_link, source)
         return ROLE.sub(self.role, source)
+
+    def _glue_block(self, match: re.Match) -> str:
+        """A glued block: its Markdown (MyST, resolved like the cell around it) or, failing that, its text."""
+        data = self.glue[match[1]]["data"]
+        return data.get("text/markdown") or data["text/plain"]
+
+    def _label_link(self, match: re.Match) -> str:
+        """](#label) → ](the published page's address#anchor), for a label Sphinx knows; unchanged otherwise."""
+        std = self.env.domaindata["std"]
+        found = std["labels"].get(match[1]) or std["anonlabels"].get(match[1])
+        return f"]({self._url(found[0], found[1])})" if found else match[0]
 
     def _equation_number(self, label: str) -> str:
         return self._number(self.docname, "displaymath", f"equation-{label}") or label
@@ -133,22 +185,58 @@ def _citations(bibfiles: tuple[str, ...]) -> dict[str, tuple[str, str]]:
     return found
 
 
-def readable_notebook(notebook: dict, resolver: Resolver, repository: str) -> dict:
-    """The executed notebook with its MyST Markdown resolved (see the module docstring) and an install cell."""
-    notebook = copy.deepcopy(notebook)
-    for cell in notebook["cells"]:
-        if cell["cell_type"] == "markdown":
-            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-            cell["source"] = resolver.markdown(source)
-    install = {
+def _text(source) -> str:
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _code_cell(cell_id: str, source: str) -> dict:
+    return {
         "cell_type": "code",
         "execution_count": None,
-        "id": "install-flatbook",
+        "id": cell_id,
         "metadata": {},
         "outputs": [],
-        "source": INSTALL_CELL.format(repository=repository),
+        "source": source,
     }
-    notebook["cells"].insert(0, install)
+
+
+def packed_files(root: Path, folders: list[str]) -> dict[str, str]:
+    """Every file under ``root/folder`` → its bytes, zlib-compressed and base64-encoded, keyed by its path
+    relative to the folder's parent (``book/paper_scale/cost.json`` → ``paper_scale/cost.json``)."""
+    files = {}
+    for folder in folders:
+        base = root / folder
+        if not base.is_dir():
+            raise ValueError(f"notebook_download_files names {folder!r}, which is not a folder under {root}")
+        for path in sorted(p for p in base.rglob("*") if p.is_file()):
+            packed = base64.b64encode(zlib.compress(path.read_bytes(), 9)).decode("ascii")
+            files[path.relative_to(base.parent).as_posix()] = packed
+    return files
+
+
+def readable_notebook(notebook: dict, resolver: Resolver, repository: str, files: dict[str, str] | None = None) -> dict:
+    """The executed notebook with its MyST Markdown resolved (see the module docstring) and an install cell;
+    ``files`` (from :func:`packed_files`) are written by a cell of their own."""
+    notebook = copy.deepcopy(notebook)
+    cited = {}  # role in a Markdown output → what the page shows for it
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown":
+            cell["source"] = resolver.markdown(_text(cell["source"]))
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if "text/markdown" in data:
+                markdown = _text(data["text/markdown"])
+                cited.update((m[0], resolver.markdown(m[0])) for m in ROLE.finditer(markdown))
+                data["text/markdown"] = resolver.markdown(markdown)
+    cells = [_code_cell("install-flatbook", INSTALL_CELL.format(repository=repository))]
+    if cited:
+        references = "{\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in sorted(cited.items())) + "}"
+        cells.append(_code_cell("book-references", REFERENCES_CELL.format(references=references, role=ROLE.pattern)))
+    if files:
+        listing = "{\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in files.items()) + "}"
+        folders = ", ".join(sorted({name.split("/")[0] + "/" for name in files}))
+        cells.append(_code_cell("repository-files", FILES_CELL.format(folders=folders, files=listing)))
+    notebook["cells"][:0] = cells
     return notebook
 
 
@@ -170,13 +258,17 @@ def write_readable_copy(app, pagename, templatename, context, doctree):
     glue_file = executed.with_name(f"{Path(pagename).name}.glue.json")
     glue = json.loads(glue_file.read_text()) if glue_file.is_file() else {}
     repository = app.config.html_theme_options.get("repository_url", "")
-    notebook = readable_notebook(json.loads(executed.read_text()), Resolver(app, pagename, glue), repository)
+    folders = app.config.notebook_download_files.get(pagename, [])
+    files = packed_files(Path(app.srcdir), folders) if folders else None
+    notebook = readable_notebook(json.loads(executed.read_text()), Resolver(app, pagename, glue), repository, files)
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
 
 
 def setup(app):
+    # page name → folders of the repository (relative to the book's root) its downloaded notebook carries
+    app.add_config_value("notebook_download_files", {}, "html", dict)
     app.connect("html-page-context", offer_notebook, priority=450)
     app.connect("html-page-context", write_readable_copy, priority=600)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

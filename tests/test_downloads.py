@@ -1,0 +1,188 @@
+"""The notebooks of the download menu as a reader gets them: opened in plain Jupyter, outside the checkout.
+
+Every page's ``.ipynb`` (``_build/html/_sources/<page>.ipynb``, which the download menu links) is checked as it
+is served: no MyST that only the book renders (roles, directives, ``(label)=`` targets, ``[text]{#id}`` spans,
+equation labels) in its Markdown cells or its Markdown outputs, and every link either external or to a page and
+anchor of the published book that exists in the built site (the site's ``html.baseurl`` is mapped to
+``_build/html``).  A relative link, ``#sym-...`` included, is dead in a downloaded notebook.
+
+Which notebooks are executed, and why not all: each chapter is already executed twice per CI run (by the book
+build and under nbval), and executing them all once more costs about five minutes of CI's thirty.  What a copy
+outside the checkout changes is the folder the kernel starts in, so only the notebooks whose code reads files
+(``reads_files``: paths, ``open``, ``paper_scale``...) are executed here, from a temporary folder; the others
+compute from the installed package alone, which nbval checks.  A chapter that starts reading files is picked up
+by the same scan and executed too.  After the run, the outputs the code wrote must again hold no raw role (the
+notebook's own formatter cell resolves them) and must equal the saved ones.
+"""
+
+import json
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+import yaml
+
+from conftest import ROOT, toc_pages
+
+pytestmark = pytest.mark.book
+
+#: MyST that plain Jupyter shows raw
+RAW_MYST = {
+    "role": re.compile(r"\{[a-z][a-z:-]*\}`[^`]*`"),
+    "directive": re.compile(r"^\s*(?:```|:::)\s*\{[a-z][a-z:-]*\}", re.M),
+    "colon fence": re.compile(r"^:::", re.M),
+    "target": re.compile(r"^\([\w-]+\)=\s*$", re.M),
+    "span with an id": re.compile(r"\]\{#[\w-]+\}"),
+    "equation label": re.compile(r"\$\$\s*\(eq-[\w-]+\)"),
+}
+MARKDOWN_LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+HTML_LINK = re.compile(r"""<a\s[^>]*href=["']([^"']+)["']""")
+#: code that touches files: such a notebook may not run outside the checkout, so it is executed here
+READS_FILES = re.compile(r"\bPath\(|\bopen\(|read_text|read_bytes|\.load\(|paper_scale|__file__|chdir|glob\(")
+
+BASE_URL = yaml.safe_load((ROOT / "_config.yml").read_text())["html"]["baseurl"].rstrip("/") + "/"
+PAGES = toc_pages()
+
+
+def _text(source) -> str:
+    return "".join(source) if isinstance(source, list) else source
+
+
+def markdown_of(notebook: dict) -> list[tuple[str, str]]:
+    """(where, Markdown) for every Markdown cell and every Markdown output of a notebook."""
+    found = []
+    for number, cell in enumerate(notebook["cells"]):
+        if cell["cell_type"] == "markdown":
+            found.append((f"cell {number} (Markdown)", _text(cell["source"])))
+        for output in cell.get("outputs", []):
+            if "text/markdown" in output.get("data", {}):
+                found.append((f"cell {number} (output)", _text(output["data"]["text/markdown"])))
+    return found
+
+
+def raw_myst(notebook: dict) -> list[str]:
+    """Every piece of MyST a plain Jupyter would show raw, with where it is."""
+    return [
+        f"{where}: {kind} {match.group(0)!r}"
+        for where, text in markdown_of(notebook)
+        for kind, pattern in RAW_MYST.items()
+        for match in pattern.finditer(text)
+    ]
+
+
+class _Ids(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids = set()
+
+    def handle_starttag(self, tag, attrs):
+        if dict(attrs).get("id"):
+            self.ids.add(dict(attrs)["id"])
+
+
+def _ids(path: Path, cache: dict) -> set[str]:
+    if path not in cache:
+        parser = _Ids()
+        parser.feed(path.read_text())
+        cache[path] = parser.ids
+    return cache[path]
+
+
+def dead_links(notebook: dict, html_dir: Path) -> list[str]:
+    """Links of the notebook's Markdown that lead nowhere from a downloaded copy: relative ones, and those to
+    the published book whose page or anchor the built site lacks (other external links are not followed)."""
+    dead, cache = [], {}
+    for where, text in markdown_of(notebook):
+        for link in MARKDOWN_LINK.findall(text) + HTML_LINK.findall(text):
+            if link.startswith(BASE_URL):
+                target, _, anchor = link[len(BASE_URL) :].partition("#")
+                path = html_dir / unquote(target or "index.html")
+                if not path.is_file():
+                    dead.append(f"{where}: {link} (no such page)")
+                elif anchor and path.suffix == ".html" and anchor not in _ids(path, cache):
+                    dead.append(f"{where}: {link} (no such anchor)")
+            elif not urlparse(link).scheme:
+                dead.append(f"{where}: {link} (relative: nothing is next to a downloaded notebook)")
+    return dead
+
+
+def reads_files(notebook: dict) -> bool:
+    return any(cell["cell_type"] == "code" and READS_FILES.search(_text(cell["source"])) for cell in notebook["cells"])
+
+
+def _downloaded(html_dir: Path, page: str) -> dict:
+    path = html_dir / "_sources" / f"{page}.ipynb"
+    if not path.is_file():
+        pytest.fail(f"{page} has no notebook in its download menu ({path} is missing)")
+    return json.loads(path.read_text())
+
+
+def _offered(html_dir: Path) -> list[str]:
+    return [page for page in PAGES if (html_dir / "_sources" / f"{page}.ipynb").is_file()]
+
+
+def test_every_chapter_offers_a_notebook(html_dir):
+    offered = _offered(html_dir)
+    chapters = [page for page in PAGES if Path(page).name[:2].isdigit() or Path(page).name == "reproduce"]
+    assert set(chapters) <= set(offered), f"no notebook in the download menu of {sorted(set(chapters) - set(offered))}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_downloaded_notebook_has_no_raw_myst_and_no_dead_link(html_dir, page):
+    if not (html_dir / "_sources" / f"{page}.ipynb").is_file():
+        pytest.skip(f"{page} is not a notebook page")
+    notebook = _downloaded(html_dir, page)
+    problems = raw_myst(notebook) + dead_links(notebook, html_dir)
+    assert not problems, f"{page}.ipynb, as downloaded:\n" + "\n".join(problems[:20])
+
+
+def test_the_checks_catch_what_they_look_for(html_dir):
+    """The patterns above find raw roles, blocks, spans and dead links (a check that finds nothing proves nothing)."""
+    markdown = (
+        "See {doc}`notation`, [$a$](#sym-weights) and [$b$]{#sym-b}.\n"
+        f"```{{glue:md}} key\n:format: myst\n```\n[ok]({BASE_URL}index.html) [gone]({BASE_URL}nowhere.html)\n"
+        f'[no anchor]({BASE_URL}index.html#no-such-anchor) <a href="notation.html">x</a>'
+    )
+    notebook = {"cells": [{"cell_type": "markdown", "source": markdown}]}
+    assert [problem.split(": ")[1].split(" ")[0] for problem in raw_myst(notebook)] == ["role", "directive", "span"]
+    dead = {problem.split(": ", 1)[1].rsplit(" (", 1)[0] for problem in dead_links(notebook, html_dir)}
+    assert dead == {"#sym-weights", f"{BASE_URL}nowhere.html", f"{BASE_URL}index.html#no-such-anchor", "notation.html"}
+    assert reads_files({"cells": [{"cell_type": "code", "source": 'Path("paper_scale")'}]})
+    assert not reads_files({"cells": [{"cell_type": "code", "source": "plot('ch3-gap', tables)"}]})
+
+
+def _portable_pages(html_dir: Path) -> list[str]:
+    return [page for page in _offered(html_dir) if reads_files(_downloaded(html_dir, page))]
+
+
+def test_a_notebook_that_reads_files_is_executed_here(html_dir):
+    """The scan finds the page that reads the repository's files (reproduce: book/paper_scale)."""
+    assert "book/reproduce" in _portable_pages(html_dir)
+
+
+@pytest.mark.slow
+def test_notebooks_that_read_files_run_outside_the_checkout(html_dir, tmp_path):
+    import nbformat
+    from nbclient import NotebookClient
+
+    for page in _portable_pages(html_dir):
+        folder = tmp_path / Path(page).name
+        folder.mkdir()
+        copy = folder / f"{Path(page).name}.ipynb"
+        shutil.copy(html_dir / "_sources" / f"{page}.ipynb", copy)
+        saved = json.loads(copy.read_text())
+        notebook = nbformat.reads(copy.read_text(), as_version=4)
+        client = NotebookClient(
+            notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
+        )
+        client.execute()
+        run = json.loads(nbformat.writes(notebook))
+        problems = raw_myst(run) + dead_links(run, html_dir)
+        assert not problems, f"{page}.ipynb, executed in {folder}:\n" + "\n".join(problems[:20])
+        outputs = [text for where, text in markdown_of(run) if where.endswith("(output)")]
+        assert outputs == [text for where, text in markdown_of(saved) if where.endswith("(output)")], (
+            f"{page}.ipynb writes other tables outside the checkout than the book shows"
+        )
