@@ -966,3 +966,69 @@ def test_a_master_that_highs_calls_infeasible_by_round_off_still_ends_in_a_verif
     _, X, y = data(4, 16, "relu", noise=0.3)
     result = flattest_interpolator(X, y, "relu", 32, rounds=6)
     assert verify_certificate(result, X, y).ok
+
+
+BASE_OPTIONS = {"rounds": 6, "seed": 0}
+
+
+def fingerprint(result):
+    return (
+        result.stop,
+        result.rounds,
+        result.pricing,
+        round(result.upper, 10),
+        tuple(round(row["master"], 10) for row in result.history),
+        tuple(row["master_exact"] for row in result.history),
+    )
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        {"rounds": 2},
+        {"tol": 0.5},
+        {"pricing_starts": 1},
+        {"pricing_steps": 0},
+        {"slide_steps": 0},
+        {"certify_up_to": 5},
+        {"inexact_master": False},
+        {"seed": 1},
+        {"n_start": 0},
+        {"time_limit": 1e-9},
+    ],
+    ids=lambda option: next(iter(option)),
+)
+def test_every_option_of_the_solver_changes_what_it_should(option):
+    """A parameter that is silently ignored fails here: each one, set away from its default, changes the run
+    (its stop, rounds, pricing, value, or the masters' path) on a small leaky-ReLU instance in d = 5."""
+    teacher, X, y = data(5, 10, "leaky_relu", noise=0.3)
+    base = BASE_OPTIONS
+    options = {**base, **option}
+    if "n_start" in option:  # the start directions must then interpolate on their own
+        options["start_directions"] = random_directions(30, 5, seed=9)
+    default = flattest_interpolator(X, y, "leaky_relu", 20, **base)
+    changed = flattest_interpolator(X, y, "leaky_relu", 20, **options)
+    assert fingerprint(changed) != fingerprint(default)
+    if "time_limit" in option:
+        assert changed.stop is StopReason.TIME_LIMIT and changed.rounds == 1
+    if "inexact_master" in option:
+        assert all(row["master_exact"] for row in changed.history)
+
+
+def test_stall_rounds_ends_a_tailing_off_run_and_none_runs_on():
+    """A noiseless quadratic teacher in d = 8 (pricing by bounds), whose bound creeps up while the master stands
+    still: a window of 2 rounds stops it (after escalating once), no window lets it run to the round limit."""
+    _, X, y = data(8, 16, "quadratic", noise=0.0)
+    stopped = flattest_interpolator(X, y, "quadratic", 32, seed=0, stall_rounds=2, rounds=20)
+    unstopped = flattest_interpolator(X, y, "quadratic", 32, seed=0, stall_rounds=None, rounds=20)
+    assert stopped.stop is StopReason.STALLED and stopped.rounds < 20
+    assert unstopped.stop is StopReason.ROUND_LIMIT and unstopped.rounds == 20
+    assert any(row["pricing_level"] == 1 for row in stopped.history)  # escalated before stopping
+
+
+def test_progress_shows_a_bar_and_changes_nothing_else(capsys):
+    _, X, y = data(5, 10, "leaky_relu", noise=0.3)
+    quiet = flattest_interpolator(X, y, "leaky_relu", 20, **BASE_OPTIONS)
+    shown = flattest_interpolator(X, y, "leaky_relu", 20, progress=True, **BASE_OPTIONS)
+    assert "flattest interpolator" in capsys.readouterr().err
+    assert fingerprint(shown) == fingerprint(quiet)
