@@ -120,6 +120,24 @@ def test_cheap_bound_is_a_bound(activation, d):
         assert float(values.max()) <= bound
 
 
+@pytest.mark.parametrize("d", [2, 5, 12])
+def test_the_cauchy_schwarz_bound_is_attained_by_a_single_sample_neuron(d):
+    """For the ReLU the bound (n/4) max_i |λ_i|/‖x_i‖ is attained: a direction that activates one sample alone
+    (here x_0 = 3e_0, every other sample on the negative side of e_0) with λ = e_0 has exactly that ratio, so a
+    constant taken at the wrong extreme, in either direction, fails."""
+    gen = torch.Generator().manual_seed(d)
+    X = torch.randn(20, d, generator=gen, dtype=torch.float64)
+    X[:, 0] = -X[:, 0].abs() - 0.1
+    X[0] = 0.0
+    X[0, 0] = 3.0
+    lam = torch.zeros(20, dtype=torch.float64)
+    lam[0] = 1.0
+    relu = get_activation("relu")
+    attained = float(dual_ratio(torch.eye(d, dtype=torch.float64)[:1], lam, X, relu)[0])
+    assert attained == pytest.approx(20 / 4 / 3.0, rel=1e-12)
+    assert dual_ratio_bound(lam, X, relu) == pytest.approx(attained, rel=1e-12)
+
+
 @pytest.mark.parametrize("d", [2, 3, 8])
 def test_quadratic_bound_is_a_bound_and_within_a_small_factor(d):
     quad = get_activation("quadratic")
