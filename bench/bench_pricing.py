@@ -6,7 +6,7 @@
 Column generation prices tens of dual points λ on the same data.  Three ways to get sup_u G_λ(u) and the
 2n best faces for each of ``--duals`` random λ (Gaussian data, d = 3, ReLU):
 
-- afresh: what every round did before session 15 (commit 4b51467): enumerate the arrangement, form and
+- afresh: the enumeration redone for every λ: enumerate the arrangement, form and
   pseudo-invert every face's GᵀG, and value every face's stationary point and every ray in float64
   (``afresh`` below, the old code's arithmetic);
 - one-shot: :func:`flatbook.pricing.exact_dual_ratio_sup`, an :class:`~flatbook.pricing.ExactPricer`
@@ -34,7 +34,7 @@ from common import fastest, header
 
 
 def afresh(lam, X, activation, top, chunk=20_000):
-    """The ``top`` best values of the enumeration as every round ran it before ExactPricer (commit 4b51467),
+    """The ``top`` best values of the enumeration redone from scratch for one λ (no reuse across λ),
     and how many faces have their stationary point u or −u inside."""
     n, r = X.shape
     sq_norms, slope = (X * X).sum(1), activation.negative_slope
