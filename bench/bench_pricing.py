@@ -8,7 +8,7 @@ Column generation prices tens of dual points λ on the same data.  Three ways to
 
 - afresh: the enumeration redone for every λ: enumerate the arrangement, form and
   pseudo-invert every face's GᵀG, and value every face's stationary point and every ray in float64
-  (``afresh`` below, the old code's arithmetic);
+  (``afresh`` below);
 - one-shot: :func:`flatbook.pricing.exact_dual_ratio_sup`, an :class:`~flatbook.pricing.ExactPricer`
   built for one λ and used once;
 - reused: one :class:`~flatbook.pricing.ExactPricer` built once, then ``sup`` per λ.
