@@ -13,7 +13,7 @@ from flatbook import flattest_interpolator
 from flatbook.data import population_loss, population_quadratic, single_index
 from flatbook.errors import FlatbookInputError
 from flatbook.flatness import unit_flatness_weights
-from flatbook.near_flattest import best_near_flattest, worst_near_flattest
+from flatbook.near_flattest import best_near_flattest, frank_wolfe_floor, near_flattest_set, worst_near_flattest
 
 
 def small_instance(name="relu", slack=0.05):
@@ -94,3 +94,29 @@ def test_clear_errors():
         worst_near_flattest(X, y, "relu", 41, teacher, flattest=flattest)
     with pytest.raises(FlatbookInputError, match="starts"):
         worst_near_flattest(X, y, "relu", 40, teacher, flattest=flattest, starts=0)
+
+
+@pytest.mark.parametrize("name", ["relu", "quadratic"])
+def test_frank_wolfe_floor_brackets_the_quadratic_programs_minimum(name):
+    """The floor is a lower bound on the minimum excess over P_B (cvxpy's QP, best_near_flattest's
+    excess_floor, an independent solver) and the excess found is attained, so at least that minimum."""
+    teacher, X, y, flattest = small_instance(name)
+    near = near_flattest_set(X, y, name, 40, teacher, flattest=flattest)
+    for slack in (0.0, 0.05) if name == "relu" else (0.05,):
+        qp = best_near_flattest(X, y, name, 40, teacher, slack=slack, flattest=flattest).excess_floor
+        bound = frank_wolfe_floor(near, slack, steps=100, rel_gap=1e-4)
+        assert bound.floor <= qp + 1e-7 * max(1.0, abs(qp))  # HiGHS's tolerance on the LP's vertex
+        assert bound.found >= qp - 1e-7 * max(1.0, abs(qp))  # Clarabel's tolerance on the QP's minimum
+        assert bound.found <= near.excess(near.start) + 1e-12 and 1 <= bound.steps <= 100
+    with pytest.raises(FlatbookInputError, match="steps"):
+        frank_wolfe_floor(near, 0.01, steps=0)
+
+
+def test_the_set_climbs_as_the_function_does():
+    """near_flattest_set(...).worst(slack) is worst_near_flattest at that slack (one dictionary, several slacks)."""
+    teacher, X, y, flattest = small_instance()
+    near = near_flattest_set(X, y, "relu", 40, teacher, flattest=flattest)
+    for slack in (0.01, 0.05):
+        direct = worst_near_flattest(X, y, "relu", 40, teacher, slack=slack, flattest=flattest, starts=3, seed=2)
+        assert near.worst(slack, starts=3, seed=2).excess == pytest.approx(direct.excess, rel=1e-12)
+    assert near.budget_at(0.05) == pytest.approx(1.05 * near.budget_at(0.0))  # p = 1: B is linear in 1 + ε

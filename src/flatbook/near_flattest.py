@@ -18,6 +18,13 @@ The exact population loss is a convex quadratic in μ (:func:`~flatbook.data.pop
   F is convex) from several starts (the flattest measure and vertices maximising random directions), so
   what it returns is a *lower estimate* of the worst excess over the set.
 
+- a **proven floor** of the excess over P_B: :func:`frank_wolfe_floor` (Frank–Wolfe, whose linear programs
+  bound the minimum of a convex function from below at every iterate), cheaper than the QP at many sizes.
+
+:func:`near_flattest_set` builds P_B once per dataset (the dictionary and the loss's kernel); its
+:meth:`~NearFlattestSet.worst` and :func:`frank_wolfe_floor` then take the slack.  Every bound here is over the
+dictionary: a near-flattest network on other directions is a member of the set that none of them sees.
+
 Either way the network returned is checked: it interpolates and its Υ is at most (1 + ε) Υ_best (for p > 1
 the budget is shrunk and the measure re-solved while the split's rounding pushes Υ above that).
 """
@@ -39,7 +46,15 @@ from .flatness import min_flatness, unit_flatness_weights
 from .global_flattest import Atoms, FlattestInterpolator, flattest_interpolator, split_into_copies
 from .network import TwoLayerNet
 
-__all__ = ["NearFlattest", "best_near_flattest", "worst_near_flattest"]
+__all__ = [
+    "NearFlattest",
+    "NearFlattestSet",
+    "ExcessFloor",
+    "near_flattest_set",
+    "worst_near_flattest",
+    "best_near_flattest",
+    "frank_wolfe_floor",
+]
 
 
 @dataclass
@@ -60,12 +75,17 @@ class NearFlattest:
     excess_floor: float | None = None
 
 
-class _NearFlattestSet:
-    """P_B over a dictionary, with the population loss on it (see the module)."""
+class NearFlattestSet:
+    """The polytope P_B of the near-flattest measures over a dictionary, with the exact population loss on it.
 
-    def __init__(self, X, y, activation, width, model, slack, flattest: FlattestInterpolator):
+    Built by :func:`near_flattest_set`.  The dictionary ``U`` is the global solver's atoms (first) and its
+    last columns, unit rows with κ(u) > 0; ``w`` = κ(U)^{1/p}, ``Phi`` = σ(X Uᵀ), ``loss`` the population loss
+    as a convex quadratic F(μ) = μᵀKμ − 2bᵀμ + c in the measure μ, ``start`` the flattest measure.  A slack ε
+    sets the budget B(ε) = ((1 + ε) Υ_best m^{p−1})^{1/p} (:meth:`budget_at`)."""
+
+    def __init__(self, X, y, activation, width, model, flattest: FlattestInterpolator):
         self.X, self.y, self.activation, self.width = X, y, activation, width
-        self.flattest, self.slack = flattest, slack
+        self.flattest = flattest
         U = torch.cat([flattest.atoms.directions, flattest.columns])
         U = U / torch.linalg.vector_norm(U, dim=1, keepdim=True)
         w = unit_flatness_weights(U, X, activation) ** (1.0 / activation.p)
@@ -73,12 +93,19 @@ class _NearFlattestSet:
         self.U, self.w = U[live], w[live]
         self.Phi = activation(X @ self.U.T)
         self.loss: PopulationQuadratic = population_quadratic(activation, self.U, model)
-        p = activation.p
-        self.budget = ((1.0 + slack) * flattest.upper * width ** (p - 1.0)) ** (1.0 / p)
         # the flattest measure on the dictionary: its atoms are the first columns
         K = flattest.atoms.directions.shape[0]
         self.start = torch.zeros(self.U.shape[0], dtype=X.dtype, device=X.device)
-        self.start[:K] = flattest.atoms.weights[live[:K]]
+        self.start[: int(live[:K].sum())] = flattest.atoms.weights[live[:K]]
+
+    def budget_at(self, slack: float) -> float:
+        """B(ε): the largest V of a measure whose even split has Υ ≤ (1 + ε) Υ_best (eq. ``eq-splitting``)."""
+        p = self.activation.p
+        return ((1.0 + slack) * self.flattest.upper * self.width ** (p - 1.0)) ** (1.0 / p)
+
+    def excess(self, mu: torch.Tensor) -> float:
+        """F(μ) − F*, exact."""
+        return self.loss(mu) - self.loss.bayes_risk
 
     def vertex(self, objective: torch.Tensor, budget: float) -> torch.Tensor | None:
         """argmax objectiveᵀμ over P_budget (HiGHS), or None if it is empty at this budget."""
@@ -94,11 +121,20 @@ class _NearFlattestSet:
             b_eq=self.y.cpu().numpy(),
             bounds=(0, None),
             method="highs",
+            # HiGHS's default 1e-7 leaves Φμ − y at ~1e-8 max|y| on degenerate vertices, which no polish removes
+            options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
         )
         if result.status != 0:
             return None
         z = torch.as_tensor(result.x, dtype=self.X.dtype, device=self.X.device)
-        return z[:k] - z[k:]
+        mu = z[:k] - z[k:]
+        # HiGHS meets Φμ = y to its feasibility tolerance (~1e-7): correct the vertex on its support by the
+        # least-squares step, which makes it interpolate to round-off and moves V by as little
+        support = mu != 0
+        if support.any():
+            correction = torch.linalg.lstsq(self.Phi[:, support], (self.y - self.Phi @ mu)[:, None]).solution
+            mu[support] = mu[support] + correction[:, 0]
+        return mu
 
     def climb(self, mu: torch.Tensor, budget: float, max_steps: int, sign: float = 1.0) -> torch.Tensor:
         """Successive LPs from μ: each step goes to the vertex of P_budget that maximises (``sign`` = 1) or
@@ -130,10 +166,10 @@ class _NearFlattestSet:
         a = torch.repeat_interleave(atoms.weights / counts.to(atoms.weights), counts.to(atoms.weights.device))
         return TwoLayerNet(a, theta, self.activation)
 
-    def result(self, choose, kind: str, climbs: list[float], floor: float | None = None) -> NearFlattest:
+    def result(self, choose, kind: str, climbs: list[float], slack: float, floor: float | None = None):
         """Solve with ``choose(budget) -> μ``, shrinking the budget while the split's Υ exceeds (1 + ε)Υ_best."""
-        ceiling = (1.0 + self.slack) * self.flattest.upper
-        budget = self.budget
+        ceiling = (1.0 + slack) * self.flattest.upper
+        budget = self.budget_at(slack)
         for _ in range(8):
             mu = choose(budget)
             net = self.network(mu)
@@ -146,14 +182,13 @@ class _NearFlattestSet:
         residual = float((net(self.X) - self.y).abs().max()) / float(self.y.abs().max())
         if residual > 1e-8:
             raise SolverError(f"the near-flattest network does not interpolate (residual {residual:.1e} max|y|).")
-        flattest_excess = self.loss(self.start) - self.loss.bayes_risk
         return NearFlattest(
             net=net,
             upsilon=upsilon,
-            excess=self.loss(mu) - self.loss.bayes_risk,
+            excess=self.excess(mu),
             flattest_upsilon=self.flattest.upper,
-            flattest_excess=flattest_excess,
-            slack=self.slack,
+            flattest_excess=self.excess(self.start),
+            slack=slack,
             measure_value=float(self.w @ mu.abs()),
             budget=budget,
             kind=kind,
@@ -161,19 +196,113 @@ class _NearFlattestSet:
             excess_floor=floor,
         )
 
+    def worst(self, slack: float, *, starts: int = 8, max_steps: int = 50, seed: int = 0) -> NearFlattest:
+        """:func:`worst_near_flattest` on this set."""
+        slack = _check_slack(slack)
+        if not (isinstance(starts, int) and starts >= 1 and isinstance(max_steps, int) and max_steps >= 1):
+            raise FlatbookInputError("starts and max_steps must be positive ints.")
+        generator = torch.Generator().manual_seed(seed)
+        directions = [None] + [
+            torch.randn(self.U.shape[0], generator=generator, dtype=torch.float64).to(self.X.device)
+            for _ in range(starts - 1)
+        ]
+        climbs: list[float] = []
 
-def _near_flattest_set(X, y, activation, width, model, slack, flattest, solver_options) -> _NearFlattestSet:
+        def choose(budget):
+            best, best_value = None, -np.inf
+            climbs.clear()
+            for direction in directions:
+                mu0 = self.start if direction is None else self.vertex(direction, budget)
+                if mu0 is None:
+                    continue
+                mu = self.climb(mu0, budget, max_steps)
+                value = self.loss(mu)
+                climbs.append(value - self.loss.bayes_risk)
+                if value > best_value:
+                    best, best_value = mu, value
+            if best is None:
+                raise SolverError("no start reached the near-flattest set; report this.")
+            return best
+
+        return self.result(choose, "worst", climbs, slack)
+
+
+@dataclass
+class ExcessFloor:
+    """What :func:`frank_wolfe_floor` proved and found on P_B."""
+
+    floor: float  #: a proven lower bound on min over P_B of F − F* (up to the LP solver's tolerance)
+    found: float  #: the smallest F − F* at a feasible measure of P_B the iterations reached (≥ the minimum)
+    steps: int  #: linear programs solved
+
+
+def frank_wolfe_floor(near: NearFlattestSet, slack: float, *, steps: int = 30, rel_gap: float = 0.02) -> ExcessFloor:
+    """A proven lower bound on the smallest excess over the near-flattest polytope P_B(ε) on ``near``'s
+    dictionary, and the smallest excess found there.
+
+    Frank–Wolfe with exact line search from the flattest measure.  At every feasible μ convexity of F gives
+    min_{P_B} F ≥ F(μ) + min_{v ∈ P_B} ∇F(μ)ᵀ(v − μ), one linear program, so the largest such value over the
+    iterations is a floor (up to HiGHS's tolerance); the iterates are feasible (convex combinations of points of
+    P_B), so their excess is attained.  Stops after ``steps`` linear programs or once found − floor is at most
+    ``rel_gap``·found.  The floor holds over the dictionary: a near-flattest network on other directions is not
+    covered by it."""
+    slack = _check_slack(slack)
+    if not (isinstance(steps, int) and steps >= 1):
+        raise FlatbookInputError(f"steps must be a positive int, got {steps!r}.")
+    budget = near.budget_at(slack)
+    loss = near.loss
+    mu = near.start.clone()
+    value = loss(mu)
+    floor = -np.inf
+    done = 0
+    while done < steps:
+        done += 1
+        gradient = 2.0 * (loss.K @ mu - loss.b)
+        vertex = near.vertex(-gradient, budget)
+        if vertex is None:  # the LP failed: keep the floor proven so far
+            break
+        step = vertex - mu
+        slope = float(gradient @ step)
+        floor = max(floor, value + slope)
+        curvature = float(step @ (loss.K @ step))
+        gamma = 1.0 if curvature <= 0 else min(1.0, max(0.0, -slope / (2.0 * curvature)))
+        moved = mu + gamma * step
+        moved_value = loss(moved)
+        if moved_value < value:  # exact line search never rises; round-off aside, keep value = F(mu)
+            mu, value = moved, moved_value
+        if value - floor <= rel_gap * abs(value - loss.bayes_risk):
+            break
+    return ExcessFloor(floor=floor - loss.bayes_risk, found=value - loss.bayes_risk, steps=done)
+
+
+def _check_slack(slack) -> float:
+    if not (isinstance(slack, (int, float)) and 0 <= slack < 10):
+        raise FlatbookInputError(f"slack must be a number in [0, 10) (a relative excess over Υ*), got {slack!r}.")
+    return float(slack)
+
+
+def near_flattest_set(
+    X,
+    y,
+    activation,
+    width: int,
+    model: MultiIndexModel,
+    *,
+    flattest: FlattestInterpolator | None = None,
+    **solver_options,
+) -> NearFlattestSet:
+    """The near-flattest polytope over the global solver's dictionary, with the exact population loss of
+    ``model`` on it (see the module).  ``flattest`` reuses a result of :func:`~flatbook.flattest_interpolator`
+    for this width and activation (else it is computed with ``solver_options``)."""
     activation = get_activation(activation)
     X, y = check_data(X, y)
     if not isinstance(model, MultiIndexModel):
         raise FlatbookInputError(f"model must be a flatbook.data.MultiIndexModel (the teacher), got {model!r}.")
-    if not (isinstance(slack, (int, float)) and 0 <= slack < 10):
-        raise FlatbookInputError(f"slack must be a number in [0, 10) (a relative excess over Υ*), got {slack!r}.")
     if flattest is None:
         flattest = flattest_interpolator(X, y, activation, width, **solver_options)
     elif flattest.width != width or flattest.activation != activation:
         raise FlatbookInputError("flattest must be flattest_interpolator's result for this width and activation.")
-    return _NearFlattestSet(X, y, activation, width, model, float(slack), flattest)
+    return NearFlattestSet(X, y, activation, width, model, flattest)
 
 
 def worst_near_flattest(
@@ -194,34 +323,12 @@ def worst_near_flattest(
     population loss under ``model`` is as large as the successive-LP climb can make it (see the module): a
     lower estimate of the worst over the near-flattest set.  ``flattest`` reuses a result of
     :func:`~flatbook.flattest_interpolator` (else it is computed with ``solver_options``); the climb starts
-    from its measure and from ``starts`` − 1 vertices that maximise random linear forms (``seed``)."""
-    near = _near_flattest_set(X, y, activation, width, model, slack, flattest, solver_options)
-    if not (isinstance(starts, int) and starts >= 1 and isinstance(max_steps, int) and max_steps >= 1):
-        raise FlatbookInputError("starts and max_steps must be positive ints.")
-    generator = torch.Generator().manual_seed(seed)
-    directions = [None] + [
-        torch.randn(near.U.shape[0], generator=generator, dtype=torch.float64).to(near.X.device)
-        for _ in range(starts - 1)
-    ]
-    climbs: list[float] = []
-
-    def choose(budget):
-        best, best_value = None, -np.inf
-        climbs.clear()
-        for direction in directions:
-            mu0 = near.start if direction is None else near.vertex(direction, budget)
-            if mu0 is None:
-                continue
-            mu = near.climb(mu0, budget, max_steps)
-            value = near.loss(mu)
-            climbs.append(value - near.loss.bayes_risk)
-            if value > best_value:
-                best, best_value = mu, value
-        if best is None:
-            raise SolverError("no start reached the near-flattest set; report this.")
-        return best
-
-    return near.result(choose, "worst", climbs)
+    from its measure and from ``starts`` − 1 vertices that maximise random linear forms (``seed``).  To climb
+    at several slacks on one dataset, build the set once with :func:`near_flattest_set` and call its
+    :meth:`~NearFlattestSet.worst`."""
+    _check_slack(slack)
+    near = near_flattest_set(X, y, activation, width, model, flattest=flattest, **solver_options)
+    return near.worst(slack, starts=starts, max_steps=max_steps, seed=seed)
 
 
 def best_near_flattest(
@@ -243,7 +350,8 @@ def best_near_flattest(
     flattest measure: an upper estimate of the smallest excess of a near-flattest network."""
     import cvxpy as cp
 
-    near = _near_flattest_set(X, y, activation, width, model, slack, flattest, solver_options)
+    slack = _check_slack(slack)
+    near = near_flattest_set(X, y, activation, width, model, flattest=flattest, **solver_options)
     K = near.loss.K.cpu().numpy()
     # a square root of K (positive semidefinite up to round-off) keeps the objective in DCP form
     values, vectors = np.linalg.eigh((K + K.T) / 2.0)
@@ -278,6 +386,6 @@ def best_near_flattest(
                 best, best_value = vertex, value
         return best
 
-    found = near.result(choose, "best", climbs)
+    found = near.result(choose, "best", climbs, slack)
     found.excess_floor = min(floors[-1], found.excess)
     return found
