@@ -1012,6 +1012,18 @@ def test_every_option_of_the_solver_changes_what_it_should(option):
         assert all(row["master_exact"] for row in changed.history)
 
 
+def test_time_limit_spends_its_second_half_on_a_proof():
+    """Past half the time limit the pricer is raised to its most thorough level: on a d = 4 ReLU instance with
+    certified pricing (cap branch-and-bound), a limit already half spent at the first round prices it by the
+    branch-and-bound (level 2, caps bounded), where without a limit the first round is the cheap ascent."""
+    _, X, y = data(4, 12, "relu", noise=0.0)
+    options = {"certify_up_to": 4, "rounds": 1, "seed": 0}
+    limited = flattest_interpolator(X, y, "relu", 24, time_limit=1e-9, **options)
+    unlimited = flattest_interpolator(X, y, "relu", 24, **options)
+    assert limited.history[0]["pricing_level"] == 2 and limited.history[0]["caps"] > 0
+    assert unlimited.history[0]["pricing_level"] == 0 and unlimited.history[0]["caps"] == 0
+
+
 def test_stall_rounds_ends_a_tailing_off_run_and_none_runs_on():
     """A noiseless quadratic teacher in d = 8 (pricing by bounds), whose bound creeps up while the master stands
     still: a window of 2 rounds stops it (after escalating once), no window lets it run to the round limit."""

@@ -15,7 +15,8 @@ reasons of :class:`StopReason`, all decided in :meth:`ColumnGeneration.run`:
 - ``NO_IMPROVING_DIRECTION`` and ``STALLED``: heuristic stops (pricing found nothing that improves the master,
   or neither the master nor the bound moved by ``tol`` in ``stall_rounds`` rounds), taken only after the
   pricer has escalated to its most thorough level (:meth:`Pricer.escalate`) and that too found nothing;
-- ``ROUND_LIMIT`` and ``TIME_LIMIT``: the rounds or the time ran out.
+- ``ROUND_LIMIT`` and ``TIME_LIMIT``: the rounds or the time ran out.  Once half the time limit has passed,
+  the pricer is escalated to its most thorough level, so that the time left goes to a proof.
 """
 
 from __future__ import annotations
@@ -777,6 +778,8 @@ class ColumnGeneration:
         for round_ in range(self.rounds):
             rounds_run = round_ + 1
             bar.update(1)
+            if self.time_limit is not None and time.perf_counter() - self.started > self.time_limit / 2:
+                self._escalate_fully()
             pricing = self._price(state)
             # An inexact master's value may lie on either side of the exact one, its dual's weak-duality bound
             # never above it: near the target, solve exactly and price again, so that every stop is judged on
@@ -810,6 +813,11 @@ class ColumnGeneration:
             state = self._add_and_solve(new, state, round_)
         bar.close()
         return self._finish(state, stop, rounds_run)
+
+    def _escalate_fully(self) -> None:
+        """Raise the pricer to its most thorough level (a no-op once there)."""
+        while self.pricer.escalate():
+            self.level_since = len(self.history)
 
     def _record(self, round_: int, state: MasterState, new: torch.Tensor, pricing: Pricing) -> None:
         self.history.append(

@@ -259,7 +259,8 @@ def flattest_interpolator(
     ``inexact_master`` solves the master during the rounds only to a tenth of the column generation's gap;
     ``warm_masters`` starts each inexact master after an inexact one from an early iterate of it (Gondzio
     1998).  ``progress`` shows a tqdm bar over the rounds; ``time_limit`` (seconds) ends the rounds after the
-    first one that passes it (``StopReason.TIME_LIMIT``).
+    first one that passes it (``StopReason.TIME_LIMIT``), and after half of it the pricing is escalated to its
+    most thorough level (the branch-and-bound where certified), so that the rest goes to a proof.
 
     The result's ``lower`` is a proven lower bound on Υ of every admissible interpolator of this width
     (eq. ``eq-splitting`` with eq. ``eq-measure-dual``), from the dual point ``dual`` and the proven bound
