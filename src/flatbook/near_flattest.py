@@ -121,20 +121,14 @@ class NearFlattestSet:
             b_eq=self.y.cpu().numpy(),
             bounds=(0, None),
             method="highs",
-            # HiGHS's default 1e-7 leaves Φμ − y at ~1e-8 max|y| on degenerate vertices, which no polish removes
+            # HiGHS's default 1e-7 leaves Φμ − y at ~1e-8 max|y| on some vertices; a least-squares polish on the
+            # support is no cure (the support's Φ can be nearly singular, and the step then leaves the budget)
             options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
         )
         if result.status != 0:
             return None
         z = torch.as_tensor(result.x, dtype=self.X.dtype, device=self.X.device)
-        mu = z[:k] - z[k:]
-        # HiGHS meets Φμ = y to its feasibility tolerance (~1e-7): correct the vertex on its support by the
-        # least-squares step, which makes it interpolate to round-off and moves V by as little
-        support = mu != 0
-        if support.any():
-            correction = torch.linalg.lstsq(self.Phi[:, support], (self.y - self.Phi @ mu)[:, None]).solution
-            mu[support] = mu[support] + correction[:, 0]
-        return mu
+        return z[:k] - z[k:]
 
     def climb(self, mu: torch.Tensor, budget: float, max_steps: int, sign: float = 1.0) -> torch.Tensor:
         """Successive LPs from μ: each step goes to the vertex of P_budget that maximises (``sign`` = 1) or
@@ -262,7 +256,8 @@ def frank_wolfe_floor(near: NearFlattestSet, slack: float, *, steps: int = 30, r
         if vertex is None:  # the LP failed: keep the floor proven so far
             break
         step = vertex - mu
-        slope = float(gradient @ step)
+        # μ itself is in P_B, so the LP's minimum is at most ∇F(μ)ᵀμ: a positive slope is the LP's round-off
+        slope = min(float(gradient @ step), 0.0)
         floor = max(floor, value + slope)
         curvature = float(step @ (loss.K @ step))
         gamma = 1.0 if curvature <= 0 else min(1.0, max(0.0, -slope / (2.0 * curvature)))
