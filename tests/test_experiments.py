@@ -83,7 +83,7 @@ def test_bad_interpolators_tables():
 
     config = bad_interpolators.CONFIGS["smoke"]
     tables = bad_interpolators.run(config)
-    for sweep in ("certified", "relu_high_d", "quadratic", "quadratic_regime"):
+    for sweep in ("certified", "noisy", "relu_high_d", "quadratic", "quadratic_regime"):
         rows = tables[sweep]
         assert {r["method"] for r in rows} == {"best", "bad"}
         for row in rows:
@@ -108,6 +108,19 @@ def test_bad_interpolators_tables():
     for row in tables["relu_high_d"]:  # the memorising network, where it exists, interpolates with Υ of eq-memorising
         if math.isfinite(row["memorising_bad_upsilon"]):
             assert row["memorising_bad_upsilon"] == pytest.approx(row["memorising_upsilon"], rel=1e-9)
+    # Label noise: the teacher does not interpolate, so upper(best) is the network found, never the teacher's Υ.
+    assert {r["noise"] for r in tables["noisy"]} == {config.noise_std} and config.noise_std > 0
+    for row in (r for r in tables["ratios"] if r["sweep"] == "noisy"):
+        assert math.isnan(row["teacher_upsilon"]) and row["proven"] <= row["estimate"] * (1 + 1e-9)
+    # The proposition's terms on the great circle: its chain, left to right, and its bound B_n(δ).
+    for row in tables["certificate"]:
+        assert row["certificate_sup"] <= row["process_sup"] / row["kappa_perp_min"] * (1 + 1e-6), row
+        assert row["process_sup"] <= row["lambda_norm"] * row["process_bound"], row
+    # The memorising regime: fractions in [0, 1], and every sample isolated while n ≤ d − 1 (almost surely).
+    for row in tables["memorising"]:
+        assert 0 <= row["isolated_fraction"] <= 1 and 0 < row["cover_probability"] <= 1
+        if row["n"] <= row["d"] - 1:
+            assert row["all_isolated"] and row["cover_probability"] == 1.0
     assert_draws_its_figures(bad_interpolators, tables)
 
 

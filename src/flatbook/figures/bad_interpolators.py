@@ -55,19 +55,24 @@ def _bracket(ax, rows, scale=lambda r: r["n_over_d"]):
 
 @figure("ch3-gap", bad_interpolators, "Proven flatness gap of misaligned ReLU interpolators against n/d")
 def plot_gap(tables: dict) -> Figure:
-    """ReLU, ρ0 = 0: the proven ratio lower(bad)/upper(best) in d = 3 (both certified) and d = 4 (bad set priced
-    exactly) and the centred-label certificate over the teacher's Υ, against n/d, with the rate (n/d)^{1/2}; and
-    their local slopes."""
-    series = [  # (sweep, ratio, colour, marker, label)
-        ("certified", "proven", ROLE["bad"], "o", "lower(bad)/upper(best), $d = {d}$ (certified)"),
-        ("exact_bad", "proven", PALETTE["purple"], "s", "lower(bad)/upper(best), $d = {d}$"),
-        ("certificate", "certificate", PALETTE["green"], "^", "centred certificate / teacher, $d = {d}$"),
+    """ReLU: the proven ratio lower(bad)/upper(best) at ρ0 = 0 in d = 3 (both certified) and d = 4 (bad set priced
+    exactly), at ρ0 = 0.5 in d = 3 (the band priced by cap branch-and-bound) and at ρ0 = 0 with label noise, and
+    the centred-label certificate over the teacher's Υ, against n/d, with the rate (n/d)^{1/2}; and their local
+    slopes."""
+    series = [  # (sweep, ρ0, ratio, colour, marker, label)
+        ("certified", 0.0, "proven", ROLE["bad"], "o", "lower(bad)/upper(best), $d = {d}$ (certified)"),
+        ("exact_bad", 0.0, "proven", PALETTE["purple"], "s", "lower(bad)/upper(best), $d = {d}$"),
+        ("certified", 0.5, "proven", PALETTE["orange"], "D", "lower(bad)/upper(best), $d = {d}$, $\\rho_0 = 0.5$"),
+        ("noisy", 0.0, "proven", PALETTE["sky"], "v", "lower(bad)/upper(best), $d = {d}$, noisy labels"),
+        ("certificate", 0.0, "certificate", PALETTE["green"], "^", "centred certificate / teacher, $d = {d}$"),
     ]
-    fig, axes = new_figure(ncols=2, height=3.4)
+    fig, axes = new_figure(ncols=2, height=3.6)
     with book_style():
         ax = axes[0]
-        for sweep, name, colour, marker, label in series:
-            rows = where(tables["ratios"], sweep=sweep, rho=0.0)
+        for sweep, rho, name, colour, marker, label in series:
+            rows = where(tables["ratios"], sweep=sweep, rho=rho)
+            if not rows:
+                continue
             ax.plot(column(rows, "n_over_d"), column(rows, name), ".", color=colour, alpha=0.35, ms=4)
             xs, means = _by_x(rows, name)
             ax.plot(xs, means, "-", marker=marker, color=colour, ms=4, label=label.format(d=rows[0]["d"]))
@@ -81,11 +86,13 @@ def plot_gap(tables: dict) -> Figure:
             yscale="log",
             xlabel="$n/d$",
             ylabel=r"$\Upsilon_{\rm bad}/\Upsilon^\star$ (proven lower bounds)",
-            title="ReLU, $\\rho_0 = 0$",
+            title="ReLU",
         )
         ax = axes[1]
-        for sweep, name, colour, marker, _ in series:
-            local = where(tables["local_slopes"], sweep=sweep, rho=0.0, ratio=name)
+        for sweep, rho, name, colour, marker, _ in series:
+            local = where(tables["local_slopes"], sweep=sweep, rho=rho, ratio=name)
+            if not local:
+                continue
             x = np.array(column(local, "n_over_d"))
             mean = np.array(column(local, "slope"))
             err = np.array([mean - column(local, "low"), np.array(column(local, "high")) - mean])
