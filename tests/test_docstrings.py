@@ -1,5 +1,6 @@
 """The package documents itself: every book equation a docstring cites (``eq-…``) exists in the book, every
-public module declares ``__all__``, and the API page documents every module."""
+public module declares ``__all__``, and the API reference (book/api/) documents every module once, on a page of
+the table of contents, with the public modules before the experiments' internals."""
 
 import importlib
 import re
@@ -26,7 +27,7 @@ def cited_labels() -> dict[str, list[str]]:
 
 
 def book_labels() -> set[str]:
-    return {a or b for page in (ROOT / "book").glob("*.md") for a, b in LABEL.findall(page.read_text())}
+    return {a or b for page in (ROOT / "book").rglob("*.md") for a, b in LABEL.findall(page.read_text())}
 
 
 CITED = cited_labels()
@@ -66,7 +67,49 @@ def test_every_public_module_declares_what_it_exports(module_name):
     assert len(set(exported)) == len(exported)
 
 
-def test_the_api_page_documents_every_public_module():
-    page = (ROOT / "book" / "api.md").read_text()
-    documented = set(re.findall(r"^\.\. automodule:: (\S+)", page, re.M))
-    assert documented == set(PUBLIC_MODULES) - {"flatbook.cli"}, "book/api.md and the package's modules disagree"
+API = ROOT / "book" / "api"
+#: the modules that run the book's experiments and draw its figures, documented last, apart from the public API
+INTERNAL = ("flatbook.experiments", "flatbook.figures")
+
+
+def api_pages() -> list[Path]:
+    """The pages of the API reference, in the order of the table of contents."""
+    from conftest import toc_pages
+
+    return [ROOT / f"{page}.md" for page in toc_pages() if page.startswith("book/api/")]
+
+
+def documented_modules() -> list[tuple[str, str]]:
+    """(page, module) for every ``automodule`` of the API reference, in reading order."""
+    return [
+        (page.name, module)
+        for page in api_pages()
+        for module in re.findall(r"^\.\. automodule:: (\S+)", page.read_text(), re.M)
+    ]
+
+
+def test_the_api_reference_documents_every_public_module_once():
+    assert api_pages()[0] == API / "index.md" and len(api_pages()) > 3
+    assert sorted(API.glob("*.md")) == sorted(api_pages()), "a page of book/api/ is missing from _toc.yml"
+    modules = [module for _, module in documented_modules()]
+    assert len(modules) == len(set(modules)), "a module is documented twice (duplicate object descriptions)"
+    assert set(modules) == set(PUBLIC_MODULES) - {"flatbook.cli"}, "book/api/ and the package's modules disagree"
+
+
+def test_the_api_reference_puts_the_public_api_first():
+    """The index lists what ``import flatbook`` exports; the experiments' internals come after every public module,
+    on pages of their own."""
+    import flatbook
+
+    summary = (API / "index.md").read_text()
+    listed = {
+        line.strip().rsplit(".", 1)[-1] for line in summary.split(".. autosummary::")[1].split("```")[0].splitlines()
+    }
+    assert set(flatbook.__all__) <= listed
+    pages = documented_modules()
+    internal = [i for i, (_, module) in enumerate(pages) if module.startswith(INTERNAL)]
+    public = [i for i, (_, module) in enumerate(pages) if not module.startswith(INTERNAL)]
+    assert max(public) < min(internal)
+    assert not {page for page, module in pages if module.startswith(INTERNAL)} & {
+        page for page, module in pages if not module.startswith(INTERNAL)
+    }, "a page mixes public modules and internals"

@@ -247,6 +247,18 @@ def get_activation(name, **params) -> HomogeneousActivation:
     """The homogeneous activation called ``name`` (one of :data:`~flatbook.activations.ACTIVATION_NAMES`).
 
     An existing :class:`HomogeneousActivation` is returned unchanged.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from flatbook import get_activation
+    >>> relu = get_activation("relu")
+    >>> relu.degree
+    1.0
+    >>> relu(torch.tensor([-1.0, 2.0], dtype=torch.float64))
+    tensor([0., 2.], dtype=torch.float64)
+    >>> get_activation("relu_power", c=2.0)
+    get_activation('relu_power', c=2.0)
     """
     if isinstance(name, HomogeneousActivation):
         if params:

@@ -72,7 +72,7 @@ INEXACT_MASTER_MAX_GAP = 1e-1
 #: within this factor of its tolerance (gap and residuals): an early iterate, as Gondzio (1998) advises
 MASTER_RESTART_FACTOR = 10.0
 #: by default pricing is certified (the arrangement, or cap branch-and-bound) up to this admissible dimension:
-#: the caps needed to close a gap grow steeply with it (bench/README.md, "Certified frontier")
+#: the caps needed to close a gap grow steeply with it
 CERTIFY_UP_TO = 3
 
 
@@ -185,7 +185,7 @@ class RestrictedMaster:
         column generation, Gondzio & Sarkissian 1996: any λ prices, and a well-centred one prices better).
 
         Exactly: the interior point's support, refitted to interpolate, where λ_c certifies it
-        (:func:`support_refit`), else the optimal vertex read off λ_c (:meth:`vertex`).  Inexactly: μ keeps
+        (a refit of the support), else the optimal vertex read off λ_c (:meth:`vertex`).  Inexactly: μ keeps
         the iterate's n heaviest entries (``exact=False``); with ``restart_factor`` the state also holds the
         interior point's first iterate within that factor of ``gap_tol``, to start the next master from.
         An inexact solve that misses its own tolerance (a failed factorisation, the iteration limit) is
@@ -338,7 +338,8 @@ class Pricer:
     costs seconds) and ``"bound"`` (the closed forms of :mod:`flatbook.pricing`, loose); see
     :func:`pricing_mode`.  Candidates come from projected gradient ascent of G_λ
     (:func:`~flatbook.pricing.maximize_dual_ratio`) started at the master's heaviest atoms, at random
-    admissible directions and at spectral directions (:func:`spectral_starts`).
+    admissible directions and at spectral directions (the extreme eigenvectors of Σ_i λ_i x_i x_iᵀ in the
+    admissible subspace).
 
     Effort ``level`` 0 uses ``starts`` random starts and at most ``starts`` atoms; :meth:`escalate` raises it:
     level 1 uses four times the random starts and every atom of the master; level 2 (only in the

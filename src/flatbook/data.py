@@ -104,6 +104,19 @@ class MultiIndexModel:
     ``link`` maps a (n, k) tensor of teacher coordinates z = Θ* x to (n,) labels.  With
     ``residual_std`` = η > 0 the labels gain η He₃(⟨v, x⟩)/√6 along ``residual_direction`` v, a
     unit vector orthogonal to Θ* (the module docstring says why this is pure approximation error).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from flatbook import MultiIndexModel
+    >>> teacher = MultiIndexModel(torch.eye(2, 3, dtype=torch.float64), lambda z: z[:, 0] * z[:, 1])
+    >>> teacher.k, teacher.d
+    (2, 3)
+    >>> X, y = teacher.sample(1000, seed=0)
+    >>> X.shape, y.dtype
+    (torch.Size([1000, 3]), torch.float64)
+    >>> bool(torch.equal(y, X[:, 0] * X[:, 1]))
+    True
     """
 
     def __init__(
@@ -212,7 +225,18 @@ def orthogonal_direction(theta_star, seed: int = 0) -> torch.Tensor:
 
 
 def single_index(d: int, link="relu", noise_std: float = 0.0, seed: int = 0) -> MultiIndexModel:
-    """y = g(⟨θ*, x⟩) + ξ with a random unit θ*; ``link`` is an activation name or a callable."""
+    """y = g(⟨θ*, x⟩) + ξ with a random unit θ*; ``link`` is an activation name or a callable.
+
+    Examples
+    --------
+    >>> from flatbook.data import single_index
+    >>> teacher = single_index(d=3, link="relu", seed=0)
+    >>> teacher
+    MultiIndexModel(k=1, d=3, link=SumOfRidges(relu), noise_std=0.0)
+    >>> X, y = teacher.sample(4, seed=1)
+    >>> X.shape, y.shape
+    (torch.Size([4, 3]), torch.Size([4]))
+    """
     return MultiIndexModel(random_orthonormal(1, d, seed), SumOfRidges(link, 1), noise_std)
 
 
@@ -290,7 +314,7 @@ def _closed_form(activation: HomogeneousActivation, model: MultiIndexModel) -> b
 
 #: entries of one block of the m × m kernel in the exact population loss: about 16 MB of float64, so each
 #: temporary is served from the allocator's heap instead of fresh pages (at m = 10⁴ blocks of 4096 rows
-#: took 9 s, blocks of 256 rows 3 s: bench/bench_population_loss.py)
+#: took 9 s, blocks of 256 rows 3 s)
 KERNEL_BLOCK_ENTRIES = 2_000_000
 
 
@@ -370,6 +394,20 @@ def population_loss(
     no sampling error (``stderr = 0``); otherwise,
     or with ``method="monte carlo"``, it estimates the function error from ``n_test`` fresh Gaussian
     inputs, ``chunk`` rows at a time, with its standard error.  The noise enters exactly (E ξ² = τ²).
+
+    Examples
+    --------
+    >>> from flatbook import TwoLayerNet, population_loss
+    >>> from flatbook.data import single_index
+    >>> teacher = single_index(d=3, link="relu", seed=0)
+    >>> population_loss(TwoLayerNet([1.0], teacher.theta_star), teacher).value  # the teacher itself
+    0.0
+
+    Half the teacher misses E (relu(g)/2)² = 1/8 for g ~ N(0, 1), in closed form:
+
+    >>> loss = population_loss(TwoLayerNet([0.5], teacher.theta_star), teacher)
+    >>> round(loss.value, 10), loss.method, loss.stderr
+    (0.125, 'exact', 0.0)
     """
     if net.input_dim != model.d:
         raise FlatbookInputError(f"the network has d = {net.input_dim} but the teacher has d = {model.d}.")

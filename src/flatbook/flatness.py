@@ -41,7 +41,7 @@ __all__ = [
 
 #: entries of one (rows × m) block of pre-activations: 16 MB of float64.  With the ReLU's in-place sums
 #: (:meth:`~flatbook.activations.HomogeneousActivation.trace_sums`) 2**21 was 10-20 % faster than 2**20 at
-#: n = 2000, m = 8000 and n = m = 5000 (bench/README.md); 2**22 was slower (fresh pages for each temporary).
+#: n = 2000, m = 8000 and n = m = 5000; 2**22 was slower (fresh pages for each temporary).
 TRACE_BLOCK_ENTRIES = 2**21
 
 
@@ -92,12 +92,31 @@ def trace_coefficients(net: TwoLayerNet, X, y) -> tuple[torch.Tensor, torch.Tens
 
 
 def hessian_trace(net: TwoLayerNet, X, y) -> float:
-    """Exact Tr ∇²F_S(w) w.r.t. all parameters (a and θ), residual term included (eq. ``eq-trace``)."""
+    """Exact Tr ∇²F_S(w) w.r.t. all parameters (a and θ), residual term included (eq. ``eq-trace``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from flatbook import TwoLayerNet, hessian_trace, min_flatness, optimal_rescaling
+    >>> net = TwoLayerNet(a=[1.0, -0.5], theta=[[1.0, 0.0], [0.0, 2.0]])
+    >>> X = torch.tensor([[1.0, 1.0], [2.0, -1.0]], dtype=torch.float64)
+    >>> y = net(X)  # the network interpolates its own outputs
+    >>> hessian_trace(net, X, y)
+    16.5
+
+    The same number from the Hessian of the loss, formed by autograd:
+
+    >>> def loss(a, theta):
+    ...     return ((torch.relu(X @ theta.T) @ a - y) ** 2).mean()
+    >>> H = torch.autograd.functional.hessian(loss, (net.a, net.theta))
+    >>> round(float(H[0][0].trace() + H[1][1].reshape(4, 4).trace()), 10)
+    16.5
+    """
     A, B = trace_coefficients(net, X, y)
     return float((A + B).sum())
 
 
-#: A negative B_j smaller than this fraction of max_k |B_k| is round-off (see :func:`_clean_curvature`).
+#: A negative B_j smaller than this fraction of max_k |B_k| is round-off, taken as 0 (the neuron adds nothing to Υ).
 CURVATURE_ROUNDOFF = 1e-10
 
 
@@ -127,7 +146,20 @@ def _orbit_minima(A, B, c):
 
 
 def min_flatness(net: TwoLayerNet, X, y) -> float:
-    """Υ(w) = inf over per-neuron rescalings α > 0 of Tr ∇²F_S (eq. ``eq-upsilon-neuron``)."""
+    """Υ(w) = inf over per-neuron rescalings α > 0 of Tr ∇²F_S (eq. ``eq-upsilon-neuron``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from flatbook import TwoLayerNet, hessian_trace, min_flatness, optimal_rescaling
+    >>> net = TwoLayerNet(a=[1.0, -0.5], theta=[[1.0, 0.0], [0.0, 2.0]])
+    >>> X = torch.tensor([[1.0, 1.0], [2.0, -1.0]], dtype=torch.float64)
+    >>> y = net(X)  # the network interpolates its own outputs
+    >>> round(min_flatness(net, X, y), 4)
+    14.6606
+    >>> min_flatness(net, X, y) <= hessian_trace(net, X, y)
+    True
+    """
     A, B = trace_coefficients(net, X, y)
     return float(_orbit_minima(A, B, net.activation.degree).sum())
 
@@ -139,6 +171,19 @@ def optimal_rescaling(net: TwoLayerNet, X, y, rel_tol: float = 1e-13) -> torch.T
     reaches its infimum 0 as α_j → 0, and one with A_j = 0 < B_j as α_j → ∞;
     for those, α_j is chosen so that the neuron adds at most
     ``rel_tol · Υ / m`` to the trace.  Neurons with A_j = B_j = 0 keep α_j = 1.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from flatbook import TwoLayerNet, hessian_trace, min_flatness, optimal_rescaling
+    >>> net = TwoLayerNet(a=[1.0, -0.5], theta=[[1.0, 0.0], [0.0, 2.0]])
+    >>> X = torch.tensor([[1.0, 1.0], [2.0, -1.0]], dtype=torch.float64)
+    >>> y = net(X)  # the network interpolates its own outputs
+    >>> alpha = optimal_rescaling(net, X, y)
+    >>> alpha
+    tensor([1.0878, 0.5946], dtype=torch.float64)
+    >>> round(hessian_trace(net.rescale(alpha), X, y), 4), round(min_flatness(net, X, y), 4)
+    (14.6606, 14.6606)
     """
     A, B = trace_coefficients(net, X, y)
     c = net.activation.degree
@@ -169,6 +214,22 @@ def flatness_weights(theta, X, activation: HomogeneousActivation | str) -> torch
     S_j = (2/n) Σ_i σ(⟨u_j, x_i⟩)², T_j = (2/n) Σ_i σ'(⟨u_j, x_i⟩)² ‖x_i‖².
     Only the directions of ``theta`` matter; rows of zeros are rejected.  ``activation`` is an
     activation or its name (as for :func:`~flatbook.flattest.feature_matrix`).
+
+    Examples
+    --------
+    At an interpolator Υ is the weighted ℓ1 norm of the effective outer weights (ReLU: p = 1):
+
+    >>> import torch
+    >>> from flatbook import TwoLayerNet, min_flatness
+    >>> from flatbook.flatness import flatness_weights
+    >>> net = TwoLayerNet(a=[1.0, -0.5], theta=[[1.0, 0.0], [0.0, 2.0]])
+    >>> X = torch.tensor([[1.0, 1.0], [2.0, -1.0]], dtype=torch.float64)
+    >>> kappa = flatness_weights(net.theta, X, "relu")
+    >>> kappa
+    tensor([11.8322,  2.8284], dtype=torch.float64)
+    >>> upsilon = float((kappa * net.effective_outer_weights().abs()).sum())
+    >>> round(upsilon, 4), round(min_flatness(net, X, net(X)), 4)
+    (14.6606, 14.6606)
     """
     activation = get_activation(activation)
     theta = as_tensor(theta, "theta", ndim=2)

@@ -244,7 +244,7 @@ def flattest_interpolator(
     ``tol`` (relative) of a proven lower bound.  Pricing is certified where the admissible directions span
     at most ``certify_up_to`` dimensions (default ``CERTIFY_UP_TO`` = 3; 0: never): by the ReLU family's
     arrangement, or by cap branch-and-bound for the ReLU family and the quadratic (on a ρ0-band, or above
-    dimension 3, where its cost grows steeply: bench/README.md, "Certified frontier"); elsewhere it is a
+    dimension 3, where its cost grows steeply); elsewhere it is a
     multi-start ascent (``pricing_starts`` random starts, ``pricing_steps`` steps) and
     the proven bound is a closed form.  A heuristic stop (the largest ratio found within ``tol`` of the
     master, no new column, or ``stall_rounds`` rounds without progress by ``tol``; ``None``: never) is taken
@@ -266,6 +266,17 @@ def flattest_interpolator(
     (eq. ``eq-splitting`` with eq. ``eq-measure-dual``), from the dual point ``dual`` and the proven bound
     ``dual_sup`` on sup G_λ (:func:`verify_certificate` recomputes it); ``upper`` is Υ of ``net``.  A width
     below the number of atoms found raises :class:`~flatbook.errors.FlatbookInputError`.
+
+    Examples
+    --------
+    >>> from flatbook import flattest_interpolator
+    >>> from flatbook.data import single_index
+    >>> X, y = single_index(d=2, link="relu", seed=0).sample(4, seed=3)
+    >>> result = flattest_interpolator(X, y, width=4)
+    >>> result.stop, result.certified
+    (<StopReason.CONVERGED: 'converged'>, True)
+    >>> round(result.lower, 4), round(result.upper, 4)  # proven lower bound, Υ of result.net
+    (1.4777, 1.4777)
     """
     activation = get_activation(activation)
     X, y = check_data(X, y)
@@ -390,7 +401,7 @@ class CertificateCheck:
     """What :func:`verify_certificate` recomputed, and what disagreed (``problems``; empty when all holds)."""
 
     measure_lower: float  #: λᵀy / ``sup``, recomputed: a proven lower bound on V*
-    lower: float  #: m^{1−p} ``measure_lower``^p: a proven lower bound on Υ*(m)
+    lower: float  #: m^{1−p} (``measure_lower``)^p: a proven lower bound on Υ*(m)
     sup: float  #: an independent proven upper bound on sup G_λ over the admissible directions
     sampled_sup: float  #: the largest G_λ at an admissible direction found by sampling and ascent (≤ sup)
     upsilon: float  #: Υ(net), recomputed
@@ -428,6 +439,19 @@ def verify_certificate(
     rounding allowance of the split (``upper`` ≤ m^{1−p}V^p (m/(m − K))^{p−1}) and lower ≤ upper.  Pass the
     ``teacher`` and ``max_alignment`` the result was computed with.  Raises
     :class:`~flatbook.errors.SolverError` listing what disagreed unless ``raise_on_failure`` is False.
+
+    Examples
+    --------
+    >>> from flatbook import flattest_interpolator
+    >>> from flatbook.data import single_index
+    >>> from flatbook.global_flattest import verify_certificate
+    >>> X, y = single_index(d=2, link="relu", seed=0).sample(4, seed=3)
+    >>> result = flattest_interpolator(X, y, width=4)
+    >>> check = verify_certificate(result, X, y)
+    >>> check.problems
+    []
+    >>> round(check.lower, 4), round(check.upsilon, 4)
+    (1.4777, 1.4777)
     """
     activation = result.activation
     if activation is None or not isinstance(result, FlattestInterpolator):

@@ -73,7 +73,18 @@ def teacher_and_random_directions(theta_star, m: int, seed: int = 0) -> torch.Te
 
 
 def random_directions(m: int, d: int, seed: int = 0) -> torch.Tensor:
-    """m directions uniform on the unit sphere of R^d (no relation to any teacher)."""
+    """m directions uniform on the unit sphere of R^d (no relation to any teacher).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from flatbook.interpolators import random_directions
+    >>> u = random_directions(5, 3, seed=0)
+    >>> u.shape, u.dtype
+    (torch.Size([5, 3]), torch.float64)
+    >>> torch.allclose(torch.linalg.vector_norm(u, dim=1), torch.ones(5, dtype=torch.float64))
+    True
+    """
     if not (isinstance(m, int) and m >= 1 and isinstance(d, int) and d >= 1):
         raise FlatbookInputError(f"m and d must be positive ints, got m={m!r}, d={d!r}.")
     gen = torch.Generator().manual_seed(seed)

@@ -51,7 +51,7 @@ def weak_duality_bound(lam, Phi, y, kappa) -> float:
 
 
 #: below this many entries of Φ, :func:`weighted_gram` is one GEMM: the blocked product loses there
-#: (1.4-4× its time at n·m ≤ 1.25·10⁵, 0.7-0.94× from 3.2·10⁵ up; ``python bench/bench_gram.py``)
+#: (1.4-4× its time at n·m ≤ 1.25·10⁵, 0.7-0.94× from 3.2·10⁵ up)
 BLOCKED_GRAM_MIN_ENTRIES = 300_000
 
 

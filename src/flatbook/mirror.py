@@ -322,7 +322,18 @@ POTENTIAL_NAMES = tuple(_REGISTRY)
 
 
 def get_potential(name, **params) -> Potential:
-    """The potential called ``name`` (one of :data:`POTENTIAL_NAMES`); a Potential is returned unchanged."""
+    """The potential called ``name`` (one of :data:`POTENTIAL_NAMES`); a Potential is returned unchanged.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from flatbook.mirror import get_potential
+    >>> potential = get_potential("hyperbolic_entropy", beta=0.1)
+    >>> potential
+    get_potential('hyperbolic_entropy', beta=0.1)
+    >>> get_potential(potential) is potential
+    True
+    """
     if isinstance(name, Potential):
         if params:
             raise FlatbookInputError("pass parameters only together with a potential name.")

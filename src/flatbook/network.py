@@ -28,6 +28,23 @@ class TwoLayerNet:
 
     ``net(X)`` returns the outputs (n,).  The object is immutable in spirit:
     :meth:`rescale` returns a new network.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from flatbook import TwoLayerNet
+    >>> net = TwoLayerNet(a=[1.0, -0.5], theta=[[1.0, 0.0], [0.0, 2.0]], activation="relu")
+    >>> X = torch.tensor([[1.0, 1.0], [2.0, -1.0]], dtype=torch.float64)
+    >>> net(X)
+    tensor([0., 2.], dtype=torch.float64)
+    >>> net.width, net.input_dim
+    (2, 2)
+
+    Rescaling neuron j by α_j > 0, (a_j, θ_j) → (a_j/α_j, α_j θ_j) for the ReLU (c = 1), leaves the function
+    unchanged:
+
+    >>> net.rescale(torch.tensor([2.0, 0.5], dtype=torch.float64))(X)
+    tensor([0., 2.], dtype=torch.float64)
     """
 
     def __init__(self, a, theta, activation="relu"):

@@ -61,6 +61,15 @@ def where(rows: Table, predicate: Callable[[Row], bool] | None = None, /, **fiel
 
     Values compare with ``==`` (so ``rho=0`` matches 0.0, and a NaN field matches nothing); a row without
     one of the fields does not match.  The order of ``rows`` is kept.
+
+    Examples
+    --------
+    >>> from flatbook.tables import where
+    >>> rows = [{"rho": 0.0, "upsilon": 2.0}, {"rho": 0.5, "upsilon": 1.5}, {"rho": 0.0, "upsilon": 3.0}]
+    >>> where(rows, rho=0)
+    [{'rho': 0.0, 'upsilon': 2.0}, {'rho': 0.0, 'upsilon': 3.0}]
+    >>> where(rows, lambda r: r["upsilon"] < 2)
+    [{'rho': 0.5, 'upsilon': 1.5}]
     """
     _check_fields(rows, fields)
     missing = object()

@@ -234,6 +234,21 @@ def mirror_descent(
       ξ ~ N(0, I) each step (seeded by ``seed``).
 
     The logged and stopping loss is always the clean one.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from flatbook import TwoLayerNet
+    >>> from flatbook.data import single_index
+    >>> from flatbook.training import mirror_descent
+    >>> X, y = single_index(d=2, link="relu", seed=0).sample(4, seed=3)
+    >>> theta = torch.randn(6, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    >>> net = TwoLayerNet(torch.full((6,), 0.1, dtype=torch.float64), theta)
+    >>> run = mirror_descent(net, X, y, loss="square", outer="euclidean", target_loss=1e-6)
+    >>> run.stopped
+    'target_loss'
+    >>> run.net.empirical_loss(X, y) <= 1e-6
+    True
     """
     X, y = check_data(X, y, net.input_dim)
     loss = get_loss(loss)

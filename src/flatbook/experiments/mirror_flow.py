@@ -9,7 +9,7 @@ Tables:
   margins, the dual potential Q(∇R(w)) and the active neurons along training;
 - ``kkt``: per main potential and seed, the KKT residual (book eq. ``eq-kkt``) of
   the direction reached when the loss first drops below each of ``kkt_losses``,
-  with two active sets, and in every main potential's problem (``_kkt``);
+  with two active sets, and in every main potential's problem;
 - ``rates``: per potential and seed, the exponents of Q(∇R(w)) and of t·L against
   g = log(1/L), fitted late in training (book eq. ``eq-rates``);
 - ``solutions``: per potential and seed, the final margins (also in each
@@ -487,7 +487,7 @@ def _point(config: Config, kind: str, **point) -> dict:
 
 
 def points(config: Config) -> list[dict]:
-    """Every run of chapter 6, as the keyword points of ``_point`` (each with its ``kind``)."""
+    """Every run of chapter 6, as keyword points (each with its ``kind``)."""
     seeds = range(config.seeds)
     sweeps = {(beta, config.m, s) for beta in (None, *config.betas) for s in seeds}
     sweeps |= {(config.width_beta, width, s) for width in config.widths for s in seeds}

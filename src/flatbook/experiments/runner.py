@@ -313,7 +313,7 @@ def connect_scheduler(address: str, timeout: float | None = None):
     """A ``dask.distributed.Client`` connected to the scheduler at ``address`` (e.g. ``tcp://host:8786``).
 
     The connection, handshake included, must succeed within ``timeout`` seconds (default
-    :data:`SCHEDULER_TIMEOUT`): an address where nothing listens, or where another kind of server (HTTP,
+    ``SCHEDULER_TIMEOUT``, 10 s): an address where nothing listens, or where another kind of server (HTTP,
     SSH, a Dask worker) answers, raises a :class:`~flatbook.errors.FlatbookInputError` that says so.
     """
     distributed = _distributed()
