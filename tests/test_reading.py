@@ -182,3 +182,37 @@ A {{glue:text}}`key:.2f` and $a + b$ are one word each.
     found = paragraphs(page)
     assert [words(text) for _, text in found] == [WORD_LIMIT + 1, 8, 11, 11]  # a list item: its marker and ten words
     assert found[0][0] == 7
+
+
+#: pages whose collapsed notes are fenced with backticks, which the downloaded notebook shows raw (strict)
+BACKTICK_NOTES = {"02-convex-dual-bound.md": "its note on how the solver works is fenced with ````"}
+DROPDOWN = re.compile(r"^(`{3,}|:{3,})\{admonition\}[^\n]*\n(?::[\w-]+:[^\n]*\n)*?:class:[^\n]*\bdropdown\b", re.M)
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        pytest.param(page, marks=pytest.mark.xfail(strict=True, reason=BACKTICK_NOTES[page.name]))
+        if page.name in BACKTICK_NOTES
+        else page
+        for page in PAGES
+        if DROPDOWN.search(page.read_text())
+    ],
+    ids=lambda page: page.name,
+)
+def test_collapsed_notes_stay_collapsed_in_the_downloaded_notebook(page):
+    """A collapsed note is a ``:::{admonition}`` block, which the download menu's notebook shows as a collapsed
+    ``<details>`` (book/_ext/notebook_download.py); a backtick fence would reach plain Jupyter as raw MyST."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import notebook_download
+
+    resolver = object.__new__(notebook_download.Resolver)
+    text = page.read_text()
+    fences = [match[1] for match in DROPDOWN.finditer(text)]
+    assert all(fence == ":::" for fence in fences), f"{page.name}: a collapsed note fenced with {set(fences)}"
+    converted = notebook_download.DIRECTIVE.sub(resolver._directive, text)
+    assert not DROPDOWN.search(converted)
+    for title in re.findall(r"^:::\{admonition\} ([^\n]+)\n:class: dropdown", text, re.M):
+        assert f"<details><summary>{title}</summary>" in converted, f"{page.name}: {title!r} is not collapsed"

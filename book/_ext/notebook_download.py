@@ -158,10 +158,12 @@ class Resolver:
         return self._number(self.docname, "displaymath", f"equation-{label}") or label
 
     def _directive(self, match: re.Match) -> str:
-        name, title, _options, body = match.groups()
+        name, title, options, body = match.groups()
         body = DIRECTIVE.sub(self._directive, body.strip())
         if name == "solution":
             return f"<details><summary>Solution</summary>\n\n{body}\n\n</details>"
+        if name == "admonition" and "dropdown" in options:  # a collapsed note: collapsed in Jupyter too
+            return f"<details><summary>{title}</summary>\n\n{body}\n\n</details>"
         if name == "prf:proof":
             return f"*Proof.* {body} ∎"
         kind = name.removeprefix("prf:").capitalize()
