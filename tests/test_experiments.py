@@ -1,7 +1,9 @@
 """The chapter experiments at smoke scale: they run, their tables hold what the chapters assert."""
 
+import itertools
 import math
 
+import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
@@ -129,59 +131,94 @@ def test_flattest_generalise_tables():
 
     config = flattest_generalise.CONFIGS["smoke"]
     tables = flattest_generalise.run(config)
-    assert [(r["condition"], r["method"]) for r in tables["rates"]] == [
-        (c, method) for c in config.conditions for method in ("flattest", "control")
-    ]
     runs = tables["runs"]
     assert len(runs) == len(config.conditions) * len(config.n_grid) * config.seeds * 2
     for row in runs:
         assert row["train_residual"] < 1e-6 and row["certified_factor"] >= 1 - 1e-9
         assert row["excess"] >= row["approximation_error"] - 1e-12  # the residual is unlearnable (eq-residual)
-    # τ² and η² follow eq-rate-terms: τ₀² (n/n₀)^{−ε₂}, and the noise conditions share their data at n₀
-    n0, n1 = config.n_grid
-    noise = {r["n"]: r["noise_variance"] for r in runs if r["condition"] == "noise, ε₂ = 1"}
-    assert noise[n1] == pytest.approx(config.noise_std0**2 * n0 / n1)
-    at_n0 = {r["condition"]: r["excess"] for r in runs if r["n"] == n0 and r["seed"] == config.seed}
-    assert at_n0["noise, ε₂ = 1"] == at_n0["fixed noise"]
-    assert flattest_generalise.predicted_rate("noise, ε₂ = 1/4") == -0.25
-    assert flattest_generalise.predicted_rate("statistical") == -0.5
+        assert row["path_norm"] <= row["upsilon"] / row["net_kappa_min"] * (1 + 1e-9)  # eq-path-norm
+    # every slope is fitted over every size and seed, with its local slopes between consecutive sizes
+    for rate in tables["rates"]:
+        assert rate["sizes"] == len(config.n_grid) and rate["seeds"] == config.seeds
+        assert rate["low"] <= rate["rate"] <= rate["high"]
+    steps = [r for r in tables["local_rates"] if r["condition"] == "noiseless" and r["method"] == "flattest"]
+    assert [(s["x_from"], s["x_to"]) for s in steps] == list(itertools.pairwise(config.n_grid))
+    # the near-flattest range on every dataset of its conditions: floor ≤ the solver's ≤ the worst found
+    near = tables["near"]
+    assert len(near) == len(config.near_conditions) * len(config.n_grid) * config.seeds * len(config.slacks)
+    for row in near:
+        assert row["floor"] <= row["flattest"] + 1e-9 and row["flattest"] <= row["worst"] + 1e-9
+        assert row["worst_upsilon"] <= (1 + row["slack"]) * row["flattest_upsilon"] * (1 + 1e-9)
+    # the verdict of the primary outcome, for every interpolator with fixed noise
+    assert {v["method"] for v in tables["verdicts"]} >= {"flattest", "control"}
+    for v in tables["verdicts"]:
+        assert v["verdict"] == flattest_generalise.verdict(v["low"], v["high"]) and v["seeds_to_decide"] >= 2
+    # the noise's dual bound is below the flattest measure (weak duality, eq-noise-dual)
+    for row in runs:
+        if row["noise_variance"] > 0 and row["method"] == "flattest":
+            assert row["noise_dual_bound"] <= row["measure_upper"] * (1 + 1e-9)
+    for row in tables["rademacher"]:  # eq-rademacher, where the data leave no direction dead
+        assert row["complexity"] <= row["bound"]
+    assert flattest_generalise.predicted_rate("noise, τ² ∝ n^-1/4") == -0.25
+    assert flattest_generalise.predicted_rate("noiseless") == -0.5
     assert flattest_generalise.predicted_rate("fixed residual") == 0.0
     assert_draws_its_figures(flattest_generalise, tables)
 
 
-def test_at_tolerance_solves_one_condition_to_another_bracket():
+def test_the_noise_sizes_follow_the_schedule():
+    """τ² follows eq-rate-terms, τ₀² (n/n₀)^{−ε₂}, and the noise conditions share their data at n₀."""
     from flatbook.experiments import flattest_generalise as experiment
 
     config = experiment.CONFIGS["smoke"]
-    loose = experiment.at_tolerance(config, 0.2)
-    rows = loose["rows"]
-    assert len(rows) == len(config.n_grid) * config.seeds
-    assert {(r["condition"], r["method"]) for r in rows} == {("statistical", "flattest")}
-    assert all(1 - 1e-9 <= r["certified_factor"] <= 1.2 + 1e-9 and r["train_residual"] < 1e-6 for r in rows)
-    assert loose["check"] == experiment.theorem_check(rows, "statistical")
-    assert loose["slope"][1] <= loose["slope"][0] <= loose["slope"][2]
+    n0, n1 = config.n_grid[0], config.n_grid[-1]
+    for name, exponent in (("fixed noise", 0.0), ("noise, τ² ∝ 1/n", 1.0)):
+        tau, eta = experiment._sizes(name, config, n1)
+        assert tau**2 == pytest.approx(config.noise_std0**2 * (n0 / n1) ** exponent) and eta == 0.0
+    shared = [experiment._dataset(p) for p in experiment._points("fixed noise", config, n0)]
+    assert shared == [experiment._dataset(p) for p in experiment._points("noise, τ² ∝ 1/n", config, n0)]
 
 
-def test_theorem_check_rejects_the_minimum_l2_control():
-    """The negative control of chapter 4: the chapter's own test of Theorem 3, run on the minimum-ℓ2
-    interpolator on random directions, rejects it once the labels hold noise or an unlearnable residual
-    (it overfits catastrophically), and passes the flattest interpolator on the same data (book sizes, fewer
-    seeds: the check is the chapter's, unchanged)."""
-    import dataclasses
+def test_verdict_reads_the_interval_of_the_slope():
+    from flatbook.experiments.flattest_generalise import DELTA, verdict
 
-    from flatbook.experiments import flattest_generalise as experiment
+    assert verdict(-0.2, 0.2) == "level" and verdict(-DELTA, DELTA) == "level"
+    assert verdict(-1.0, -0.1) == "falling" and verdict(0.1, 2.0) == "growing"
+    assert verdict(-1.0, 0.5) == "undecided" and verdict(-0.1, 0.3) == "undecided"
+    with pytest.raises(FlatbookInputError, match="low <= high"):
+        verdict(1.0, -1.0)
 
-    config = dataclasses.replace(experiment.CONFIGS["book"], seeds=5, conditions=("noise, ε₂ = 1", "fixed noise"))
-    runs = experiment.run(config)["runs"]
-    rows = {
-        method: [r for r in runs if r["condition"] == "noise, ε₂ = 1" and r["method"] == method]
-        for method in ("flattest", "control")
-    }
-    control = experiment.theorem_check(rows["control"], "noise, ε₂ = 1")
-    assert not control["passed"], control
-    assert experiment.theorem_check(rows["flattest"], "noise, ε₂ = 1")["passed"]
-    with pytest.raises(ValueError, match="promises no rate"):
-        experiment.theorem_check(rows["control"], "fixed noise")
+
+def test_median_interval_is_the_order_statistic_interval():
+    from scipy import stats
+
+    from flatbook.experiments.flattest_generalise import median_interval, trimmed_mean
+
+    values = [5.0, 1.0, 4.0, 2.0, 3.0]
+    # five values: the widest interval (the range) covers 1 − 2/32 = 93.75 % < 95 %, reported as such
+    assert median_interval(values) == (3.0, 1.0, 5.0, pytest.approx(1 - 2 / 32))
+    # n = 20: the 95 % interval is (x_(6), x_(15)), coverage 1 − 2 P(Bin(20, 1/2) ≤ 5)
+    values = list(range(1, 21))
+    median, low, high, coverage = median_interval(values)
+    assert (median, low, high) == (10.5, 6, 15) and coverage == pytest.approx(1 - 2 * stats.binom.cdf(5, 20, 0.5))
+    assert coverage >= 0.95 > 1 - 2 * stats.binom.cdf(6, 20, 0.5)  # the next narrower one covers too little
+    assert trimmed_mean([0.0, 1.0, 2.0, 3.0, 1000.0]) == pytest.approx(2.0)  # 20 % cut at each end
+    with pytest.raises(FlatbookInputError):
+        median_interval([1.0])
+
+
+def test_seeds_to_decide():
+    from flatbook.experiments.flattest_generalise import seeds_to_decide, verdict
+
+    # a clear trend is decided with the seeds already used; a noisy one asks for more
+    assert seeds_to_decide([-1.0, -1.1, -0.9, -1.05, -0.95]) == 5
+    noisy = [-2.0, 1.0, -1.5, 0.5, -0.5]
+    need = seeds_to_decide(noisy)
+    assert need > 5
+    # at that many seeds, the same mean and spread give an interval of half-width below the margin |mean|
+    mean, sd = np.mean(noisy), np.std(noisy, ddof=1)
+    half = 1.959964 * sd / math.sqrt(need)
+    assert half <= abs(mean) and verdict(mean - half, mean + half) in ("falling", "growing")
+    assert seeds_to_decide([0.25, -0.25, 0.25, -0.25]) > 4  # mean 0: decide "level" within ±1/4
 
 
 def test_mirror_flow_tables():
