@@ -918,6 +918,23 @@ def test_verify_certificate_catches_what_a_wrong_certificate_looks_like():
         verify_certificate(bad_variants[0], X, y)
 
 
+def test_verify_certificate_reports_an_unfinished_branch_and_bound_as_unconfirmed_not_wrong():
+    """A correct certificate (d = 3 ReLU, exact pricing: its sup G_λ is attained at a kink, where caps close
+    slowly) checked with too few caps: the recomputed bound falls short of the claim, which is then neither
+    confirmed nor refuted, so ``ok`` holds, ``confirmed`` is False and ``unconfirmed`` says why; a claim the
+    result's own λ does not support still fails."""
+    from flatbook.global_flattest import verify_certificate
+
+    X, y = single_index(d=3, link="relu", seed=0).sample(6, seed=1)
+    result = flattest_interpolator(X, y, width=6)
+    assert result.pricing == "exact" and result.stop.proven
+    check = verify_certificate(result, X, y, max_caps=200, raise_on_failure=False)
+    assert check.ok and not check.confirmed and "max_caps" in check.unconfirmed[0], check
+    assert check.measure_lower < result.measure_lower <= check.measure_lower * 1.5
+    inflated = doctored(result, measure_lower=result.measure_lower * 1.01)
+    assert not verify_certificate(inflated, X, y, max_caps=200, raise_on_failure=False).ok
+
+
 def test_heuristic_pricing_never_proves_more_than_the_exact_optimum():
     """With certified pricing off, the proven lower bound (closed forms) stays below the certified optimum of
     the same data, and above nothing it should not."""
