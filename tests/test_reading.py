@@ -25,7 +25,6 @@ FENCE = re.compile(r"^\s*(`{3,}|:{3,})\s*(\{[^}]*\})?\s*(.*)$")
 ITEM = re.compile(r"^\s*([-*+]|\d+[.)]|:)\s+")
 #: pages whose long paragraphs are still to be split: page → why (strict: remove the entry once it passes)
 NOT_YET_SPLIT: dict[str, str] = {
-    "02-convex-dual-bound.md": "five paragraphs of 153-201 words (column generation, the measure program)",
     "03-bad-interpolators.md": "four paragraphs of 151-237 words",
     "reproduce.md": "two paragraphs of 156 and 186 words",
 }
@@ -185,7 +184,7 @@ A {{glue:text}}`key:.2f` and $a + b$ are one word each.
 
 
 #: pages whose collapsed notes are fenced with backticks, which the downloaded notebook shows raw (strict)
-BACKTICK_NOTES = {"02-convex-dual-bound.md": "its note on how the solver works is fenced with ````"}
+BACKTICK_NOTES: dict[str, str] = {}
 DROPDOWN = re.compile(r"^(`{3,}|:{3,})\{admonition\}[^\n]*\n(?::[\w-]+:[^\n]*\n)*?:class:[^\n]*\bdropdown\b", re.M)
 
 
