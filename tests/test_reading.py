@@ -26,7 +26,6 @@ ITEM = re.compile(r"^\s*([-*+]|\d+[.)]|:)\s+")
 #: pages whose long paragraphs are still to be split: page → why (strict: remove the entry once it passes)
 NOT_YET_SPLIT: dict[str, str] = {
     "03-bad-interpolators.md": "four paragraphs of 151-237 words",
-    "reproduce.md": "two paragraphs of 156 and 186 words",
 }
 
 
