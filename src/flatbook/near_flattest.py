@@ -287,8 +287,9 @@ def near_flattest_set(
     **solver_options,
 ) -> NearFlattestSet:
     """The near-flattest polytope over the global solver's dictionary, with the exact population loss of
-    ``model`` on it (see the module).  ``flattest`` reuses a result of :func:`~flatbook.flattest_interpolator`
-    for this width and activation (else it is computed with ``solver_options``)."""
+    ``model`` on it (see the module).  ``flattest`` reuses a result of
+    :func:`~flatbook.global_flattest.flattest_interpolator` for this width and activation (else it is computed
+    with ``solver_options``)."""
     activation = get_activation(activation)
     X, y = check_data(X, y)
     if not isinstance(model, MultiIndexModel):
@@ -317,10 +318,10 @@ def worst_near_flattest(
     """A width-``width`` interpolator with Υ ≤ (1 + ``slack``)·Υ of the flattest one found whose exact excess
     population loss under ``model`` is as large as the successive-LP climb can make it (see the module): a
     lower estimate of the worst over the near-flattest set.  ``flattest`` reuses a result of
-    :func:`~flatbook.flattest_interpolator` (else it is computed with ``solver_options``); the climb starts
-    from its measure and from ``starts`` − 1 vertices that maximise random linear forms (``seed``).  To climb
-    at several slacks on one dataset, build the set once with :func:`near_flattest_set` and call its
-    :meth:`~NearFlattestSet.worst`."""
+    :func:`~flatbook.global_flattest.flattest_interpolator` (else it is computed with ``solver_options``); the
+    climb starts from its measure and from ``starts`` − 1 vertices that maximise random linear forms
+    (``seed``).  To climb at several slacks on one dataset, build the set once with :func:`near_flattest_set`
+    and call its :meth:`~NearFlattestSet.worst`."""
     _check_slack(slack)
     near = near_flattest_set(X, y, activation, width, model, flattest=flattest, **solver_options)
     return near.worst(slack, starts=starts, max_steps=max_steps, seed=seed)
