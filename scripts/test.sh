@@ -4,7 +4,7 @@
 # then the package tests, every chapter as a notebook under nbval, and the checks of the built HTML, in headless Chromium too (the book is
 # built first if _build/html is missing or older than its sources; screenshots of every page go
 # to _build/screenshots/), with branch coverage and a floor on the core modules.  Extra arguments go to
-# pytest (e.g. -m "not slow and not book" for the fast tier, under a minute).
+# pytest (e.g. -m "not slow and not book" for the fast tier).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
