@@ -25,7 +25,6 @@ FENCE = re.compile(r"^\s*(`{3,}|:{3,})\s*(\{[^}]*\})?\s*(.*)$")
 ITEM = re.compile(r"^\s*([-*+]|\d+[.)]|:)\s+")
 #: pages whose long paragraphs are still to be split: page → why (strict: remove the entry once it passes)
 NOT_YET_SPLIT: dict[str, str] = {
-    "03-bad-interpolators.md": "four paragraphs of 151-237 words",
 }
 
 
