@@ -263,7 +263,8 @@ def relu_memorising_flatness(X, y) -> float:
     Such a neuron u_i has σ(⟨u_i, x_j⟩) = 0 for j ≠ i, so S = (2/n)⟨u_i, x_i⟩², T = (2/n)‖x_i‖²,
     κ = 2√(ST) = (4/n)⟨u_i, x_i⟩‖x_i‖ and ã_i = y_i / ⟨u_i, x_i⟩: its Υ = κ|ã_i| = (4/n)‖x_i‖|y_i| does
     not depend on the direction (eq. ``eq-memorising``).  The network exists when every such sample
-    can be isolated by a direction (e.g. n ≤ d, or n ≲ 2d by Cover's theorem), and then
+    can be isolated by a direction (almost surely for n ≤ d; each sample with probability ≥ 1/2 up to
+    n = 2d by Cover's theorem, all of them ever more rarely beyond), and then
     Υ = (4/n) Σ_i ‖x_i‖ |y_i| at every width.  Negative labels need a neuron with negative outer weight.
     """
     X, y = check_data(X, y)
