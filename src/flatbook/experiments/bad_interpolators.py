@@ -109,7 +109,7 @@ class Config:
     #: δ of the process bound B_n(δ) (proposition prop-centred-certificate): it fails with probability ≤ 2δ
     process_delta: float = 1e-4
     #: the quadratic with n = share · d(d−1)/2 on a grid of d, and at one d with n up to d(d−1)/2
-    quadratic_d_grid: tuple = (6, 8, 10)
+    quadratic_d_grid: tuple = (6, 8)
     quadratic_share: float = 0.5
     quadratic_regime_d: int = 6
     quadratic_regime_n_grid: tuple = (4, 8, 12, 14)
