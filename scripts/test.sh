@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up .venv, then check the code and run the whole test suite: lint (ruff check), format
 # (ruff format --check, every file), types of the core modules (mypy, files listed in pyproject.toml),
-# then the package tests, every chapter as a notebook under nbval, and the checks of the built HTML, in headless Chromium too (the book is
+# then the package tests and the checks of the built HTML, in headless Chromium too (the book, whose build executes
+# every chapter and its asserts, is
 # built first if _build/html is missing or older than its sources; screenshots of every page go
 # to _build/screenshots/), with branch coverage and a floor on the core modules.  Extra arguments go to
 # pytest (e.g. -m "not slow and not book" for the fast tier).
@@ -13,11 +14,9 @@ echo "::: ruff format --check" && .venv/bin/ruff format --check src tests bench 
 echo "::: mypy" && .venv/bin/mypy
 bash scripts/install_browser.sh
 bash scripts/install_latex.sh  # pdftotext for tests/test_pdf.py, TeX Live if the book must be rebuilt
-rm -rf _build/notebooks
-.venv/bin/python scripts/chapters_to_notebooks.py _build/notebooks
 # Branch coverage of the package by the tests (the chapters run in their own kernels and are not counted);
 # the core modules must stay at or above CORE_COVERAGE_FLOOR per cent (measured 92 % when the floor was set).
-.venv/bin/python -m pytest tests _build/notebooks --nbval-lax --nbval-current-env \
+.venv/bin/python -m pytest tests \
   --cov=flatbook --cov-branch --cov-report=term:skip-covered "$@"
 CORE_COVERAGE_FLOOR=90
 echo "::: branch coverage of the core modules (floor ${CORE_COVERAGE_FLOOR} %)"

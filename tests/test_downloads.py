@@ -6,11 +6,11 @@ equation labels) in its Markdown cells or its Markdown outputs, and every link e
 anchor of the published book that exists in the built site (the site's ``html.baseurl`` is mapped to
 ``_build/html``).  A relative link, ``#sym-...`` included, is dead in a downloaded notebook.
 
-Which notebooks are executed, and why not all: each chapter is already executed twice per CI run (by the book
-build and under nbval), and executing them all once more costs about five minutes of CI's thirty.  What a copy
+Which notebooks are executed, and why not all: each chapter is already executed once per CI run (by the book
+build), and executing them all once more costs about five minutes of CI's thirty.  What a copy
 outside the checkout changes is the folder the kernel starts in, so only the notebooks whose code reads files
 (``reads_files``: paths, ``open``, ``paper_scale``...) are executed here, from a temporary folder; the others
-compute from the installed package alone, which nbval checks.  A chapter that starts reading files is picked up
+compute from the installed package alone, which the build checks.  A chapter that starts reading files is picked up
 by the same scan and executed too.  After the run, the outputs the code wrote must again hold no raw role (the
 notebook's own formatter cell resolves them) and must equal the saved ones.
 """

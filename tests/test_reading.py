@@ -24,8 +24,7 @@ FENCE = re.compile(r"^\s*(`{3,}|:{3,})\s*(\{[^}]*\})?\s*(.*)$")
 #: a line that starts a new paragraph: a list item or a definition
 ITEM = re.compile(r"^\s*([-*+]|\d+[.)]|:)\s+")
 #: pages whose long paragraphs are still to be split: page → why (strict: remove the entry once it passes)
-NOT_YET_SPLIT: dict[str, str] = {
-}
+NOT_YET_SPLIT: dict[str, str] = {}
 
 
 def paragraphs(text: str) -> list[tuple[int, str]]:

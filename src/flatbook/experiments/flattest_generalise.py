@@ -10,7 +10,7 @@ conditions of Theorem 3's rate switched on one at a time (our reading of ε₁ a
 - neither ("noiseless"): the statistical term alone, where the flattest interpolator's path norm is at most
   the teacher's (book, ``prop-ch4-path-norm``).
 
-Every point (:func:`_point`): n samples, width m = ``width_factor``·n, the flattest interpolator over all
+Every point: n samples, width m = ``width_factor``·n, the flattest interpolator over all
 directions (:func:`flatbook.global_flattest.flattest_interpolator`, never given Θ*; in d ≤ 3 its pricing is
 exact, so Υ(net) ≤ ``certified_factor``·Υ*(m) is proven when it stops ``CONVERGED``), and on the same data a
 sharp, well-conditioned control: the minimum-ℓ2 outer weights on ``control_width_factor``·n random directions
