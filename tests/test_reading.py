@@ -119,14 +119,19 @@ def long_paragraphs(page: Path, limit: int = WORD_LIMIT) -> list[str]:
 PAGES = sorted((ROOT / "book").rglob("*.md"))
 
 
+def marked_pending(pages, pending: dict[str, str]) -> list:
+    """The pages, those named in ``pending`` (page name → why) marked as strict expected failures."""
+    return [
+        pytest.param(page, marks=pytest.mark.xfail(strict=True, reason=pending[page.name]))
+        if page.name in pending
+        else page
+        for page in pages
+    ]
+
+
 @pytest.mark.parametrize(
     "page",
-    [
-        pytest.param(page, marks=pytest.mark.xfail(strict=True, reason=NOT_YET_SPLIT[page.name]))
-        if page.name in NOT_YET_SPLIT
-        else page
-        for page in PAGES
-    ],
+    marked_pending(PAGES, NOT_YET_SPLIT),
     ids=lambda page: str(page.relative_to(ROOT / "book")),
 )
 def test_no_paragraph_is_too_long_to_read(page):
@@ -187,13 +192,7 @@ DROPDOWN = re.compile(r"^(`{3,}|:{3,})\{admonition\}[^\n]*\n(?::[\w-]+:[^\n]*\n)
 
 @pytest.mark.parametrize(
     "page",
-    [
-        pytest.param(page, marks=pytest.mark.xfail(strict=True, reason=BACKTICK_NOTES[page.name]))
-        if page.name in BACKTICK_NOTES
-        else page
-        for page in PAGES
-        if DROPDOWN.search(page.read_text())
-    ],
+    marked_pending([page for page in PAGES if DROPDOWN.search(page.read_text())], BACKTICK_NOTES),
     ids=lambda page: page.name,
 )
 def test_collapsed_notes_stay_collapsed_in_the_downloaded_notebook(page):
