@@ -125,7 +125,10 @@ SYMBOLS = [
 
 
 class _Formulas(HTMLParser):
-    """The formulas of a page's prose, in order, each with the link it sits in (None if none)."""
+    """The formulas of a page's prose, in order, each with the link it sits in (None if none).
+
+    Code and navigation (the page's table of contents repeats its headings' formulas) are skipped.
+    """
 
     def __init__(self):
         super().__init__()
@@ -135,7 +138,7 @@ class _Formulas(HTMLParser):
         classes = (dict(attrs).get("class") or "").split()
         if tag == "a":
             self._links.append(dict(attrs).get("href"))
-        if self._code or "cell_input" in classes or tag == "pre":
+        if self._code or "cell_input" in classes or tag in ("pre", "nav"):
             self._code += 1
         elif "math" in classes and self._math is None:
             self._math = [tag, 1, ""]
