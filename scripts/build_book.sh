@@ -8,6 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 mkdir -p _build
+# TeX Live for the PDF (if missing) is installed in the background while the chapters execute.
+bash scripts/install_latex.sh >_build/install_latex.log 2>&1 &
+installing=$!
 log=_build/build.log
 status=0
 .venv/bin/jupyter-book build . --all -W -n --keep-going 2>&1 | tee "$log" || status=$?
@@ -19,5 +22,11 @@ if [ "$status" -ne 0 ]; then
   grep -n -E 'CellExecutionError|CellTimeoutError|Timeout|Traceback|Error' "$log" | tail -n 20 >&2 || true
   exit "$status"
 fi
+if ! wait "$installing"; then
+  cat _build/install_latex.log >&2
+  echo "::: installing TeX Live failed (above)" >&2
+  exit 1
+fi
+cat _build/install_latex.log
 bash scripts/build_pdf.sh
 echo "The book is at $(pwd)/_build/html/index.html"

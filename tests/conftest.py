@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from filelock import FileLock
 
 from flatbook import TwoLayerNet, get_activation
 
@@ -16,7 +17,7 @@ HTML = ROOT / "_build" / "html"
 sys.path.insert(0, str(ROOT / "scripts"))
 from chapters_to_notebooks import toc_files  # noqa: E402
 
-# No progress bars in test output, nor in the chapters nbval executes (their kernels inherit this).
+# No progress bars in test output, nor in the chapters the tests execute (their kernels inherit this).
 os.environ.setdefault("FLATBOOK_PROGRESS", "off")
 
 ACTIVATION_CASES = [
@@ -35,6 +36,13 @@ def isolated_cache(tmp_path, monkeypatch):
     monkeypatch.delenv("FLATBOOK_JOBS", raising=False)
     monkeypatch.delenv("FLATBOOK_BACKEND", raising=False)
     return tmp_path / "cache"
+
+
+@pytest.fixture(scope="session")
+def smoke_cache(tmp_path_factory):
+    """One experiment cache shared by the tests that run whole experiments at smoke scale (set FLATBOOK_CACHE
+    to it): each experiment is computed once per test process, by the first test that needs it."""
+    return tmp_path_factory.mktemp("smoke-cache")
 
 
 @pytest.fixture(params=ACTIVATION_CASES, ids=lambda case: f"{case[0]}{case[1] or ''}")
@@ -76,7 +84,17 @@ def html_dir() -> Path:
     """The built site (and the whole-book PDF it links), rebuilt first when it is missing or older than any source."""
     # objects.inv is written by every HTML build (index.html, a redirect, only by the first)
     built = HTML / "objects.inv"
-    if not built.exists() or built.stat().st_mtime < newest_source_mtime():
+
+    def stale() -> bool:
+        return not built.exists() or built.stat().st_mtime < newest_source_mtime()
+
+    if not stale():
+        return HTML
+    # Under pytest-xdist every worker asks: the first rebuilds, the others wait for it and find the site fresh.
+    HTML.parent.mkdir(exist_ok=True)
+    with FileLock(HTML.parent / "rebuild.lock"):
+        if not stale():
+            return HTML
         jupyter_book = Path(sys.executable).parent / "jupyter-book"
         subprocess.run(
             [str(jupyter_book), "build", str(ROOT), "--all", "-W", "-n", "--keep-going"], check=True, cwd=ROOT

@@ -80,8 +80,10 @@ def test_plots_return_figures(paradox, dual):
     assert_draws_its_figures(convex_dual, dual)
 
 
-def test_bad_interpolators_tables():
+def test_bad_interpolators_tables(smoke_cache, monkeypatch):
     from flatbook.experiments import bad_interpolators
+
+    monkeypatch.setenv("FLATBOOK_CACHE", str(smoke_cache))  # the figures of chapter 3 draw the same run
 
     config = bad_interpolators.CONFIGS["smoke"]
     tables = bad_interpolators.run(config)

@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.slow
 @pytest.mark.parametrize("figure_id", list(REGISTRY))
-def test_every_figure_regenerates_at_smoke_scale(figure_id, tmp_path):
+def test_every_figure_regenerates_at_smoke_scale(figure_id, tmp_path, smoke_cache, monkeypatch):
+    monkeypatch.setenv("FLATBOOK_CACHE", str(smoke_cache))
     sidecar = make(figure_id, scale="smoke", out=tmp_path)
     for ext in ("png", "svg", "pdf", "json"):
         assert (tmp_path / f"{figure_id}.{ext}").stat().st_size > 1000 or ext == "json"

@@ -1,5 +1,6 @@
 """The flattest interpolator over all directions: splitting lemma, bounds, and exact references."""
 
+import functools
 import itertools
 import math
 
@@ -38,6 +39,14 @@ def data(d, n, link, noise=0.3, seed=0):
     teacher = single_index(d=d, link=link, noise_std=noise, seed=seed)
     X, y = teacher.sample(n, seed=seed + 1)
     return teacher, X, y
+
+
+@functools.cache
+def exact_relu_optimum(d, n, seed=0):
+    """The flattest ReLU interpolator of ``data(d, n, "relu", seed=seed)`` by the convex program over all its
+    activation patterns: the exact reference, solved once for the tests that share an instance."""
+    _, X, y = data(d, n, "relu", seed=seed)
+    return flattest_relu_over_patterns(X, y, all_activation_patterns(X)).value
 
 
 def cvxpy_weighted_l1(columns, y, weights):
@@ -249,7 +258,7 @@ def test_inexact_and_exact_masters_certify_the_same_optimum(inexact_master, n, s
     is declared only on an exact master.  Without sliding, pricing at an inexact dual once found no violated
     direction while the master was not optimal (n = 40, seed 2), and the solver stopped there, uncertified."""
     _, X, y = data(3, n, "relu", seed=seed)
-    reference = flattest_relu_over_patterns(X, y, all_activation_patterns(X)).value
+    reference = exact_relu_optimum(3, n, seed)
     result = flattest_interpolator(X, y, "relu", 2 * n, inexact_master=inexact_master, slide_steps=slide_steps)
     assert result.certified and result.stop is StopReason.CONVERGED, result.status
     assert result.history[-1]["master_exact"]
@@ -580,7 +589,7 @@ def test_single_copy_factor_of_the_balance_band_stays_below_three_halves():
 @pytest.mark.parametrize("d,n", [(2, 15), pytest.param(3, 24, marks=pytest.mark.slow)])
 def test_relu_column_generation_matches_the_exact_activation_pattern_program(d, n):
     _, X, y = data(d, n, "relu")
-    reference = flattest_relu_over_patterns(X, y, all_activation_patterns(X)).value
+    reference = exact_relu_optimum(d, n)
     result = flattest_interpolator(X, y, "relu", 3 * n)
     assert result.pricing == "exact" and result.certified, result.status
     assert result.lower <= reference * (1 + 1e-6)  # a proven bound is below the exact optimum
@@ -603,7 +612,7 @@ def test_exact_pricing_certifies_a_three_dimensional_relu_point_in_few_rounds():
 @pytest.mark.slow
 def test_pattern_program_with_sampled_patterns_is_an_upper_bound():
     _, X, y = data(3, 20, "relu")
-    exact = flattest_relu_over_patterns(X, y, all_activation_patterns(X)).value
+    exact = exact_relu_optimum(3, 20)
     sampled = flattest_relu_over_patterns(X, y, activation_patterns(X, random_directions(200, 3, seed=2))).value
     assert sampled >= exact * (1 - 1e-7)
 
@@ -645,7 +654,7 @@ def test_agrees_with_a_fine_grid_of_directions(name, d, n):
 def test_lower_bound_holds_when_the_heuristic_pricing_is_crippled():
     """One start and no ascent steps: the estimate may be anything, the proven bound must stay below V*."""
     _, X, y = data(3, 20, "relu")
-    exact = flattest_relu_over_patterns(X, y, all_activation_patterns(X)).value
+    exact = exact_relu_optimum(3, 20)
     weak = flattest_interpolator(
         X, y, "relu", 40, certify_up_to=0, pricing_starts=1, pricing_steps=0, slide_steps=0, rounds=3
     )
