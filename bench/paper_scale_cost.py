@@ -85,7 +85,7 @@ def chapter4_kinds(config):
             count * config.seeds,
         )
         for condition, (tau, eta), count in (
-            ("statistical", (0.0, 0.0), len(config.conditions) - with_noise - with_residual),
+            ("noiseless", (0.0, 0.0), len(config.conditions) - with_noise - with_residual),
             ("fixed noise", (config.noise_std0, 0.0), with_noise),
             ("fixed residual", (0.0, config.residual_std0), with_residual),
         )

@@ -19,6 +19,12 @@ from chapters_to_notebooks import toc_files  # noqa: E402
 
 # No progress bars in test output, nor in the chapters the tests execute (their kernels inherit this).
 os.environ.setdefault("FLATBOOK_PROGRESS", "off")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Under pytest-xdist the workers fill the cores: one intra-op thread per test process and per subprocess a
+    # test starts.  Two OpenMP threads sharing a busy core wait for each other at every operation (an exercise
+    # that runs in 18 s took 47 s beside one busy core).
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
 ACTIVATION_CASES = [
     ("relu", {}),

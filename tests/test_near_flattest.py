@@ -11,7 +11,7 @@ import torch
 
 from flatbook import flattest_interpolator
 from flatbook.data import population_loss, population_quadratic, single_index
-from flatbook.errors import FlatbookInputError
+from flatbook.errors import FlatbookInputError, SolverError
 from flatbook.flatness import unit_flatness_weights
 from flatbook.near_flattest import best_near_flattest, frank_wolfe_floor, near_flattest_set, worst_near_flattest
 
@@ -120,3 +120,16 @@ def test_the_set_climbs_as_the_function_does():
         direct = worst_near_flattest(X, y, "relu", 40, teacher, slack=slack, flattest=flattest, starts=3, seed=2)
         assert near.worst(slack, starts=3, seed=2).excess == pytest.approx(direct.excess, rel=1e-12)
     assert near.budget_at(0.05) == pytest.approx(1.05 * near.budget_at(0.0))  # p = 1: B is linear in 1 + ε
+
+
+def test_a_failed_quadratic_program_is_a_solver_error(monkeypatch):
+    import cvxpy as cp
+
+    teacher, X, y, flattest = small_instance()
+
+    def fail(*args, **kwargs):
+        raise cp.error.SolverError("Solver 'CLARABEL' failed.")
+
+    monkeypatch.setattr(cp.Problem, "solve", fail)
+    with pytest.raises(SolverError, match="Clarabel failed on the best near-flattest program"):
+        best_near_flattest(X, y, "relu", 40, teacher, slack=0.05, flattest=flattest)

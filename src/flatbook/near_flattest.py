@@ -364,7 +364,10 @@ def best_near_flattest(
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "inaccurate": the status says so
-            problem.solve(solver="CLARABEL")
+            try:
+                problem.solve(solver="CLARABEL")
+            except cp.error.SolverError as error:
+                raise SolverError(f"cvxpy/Clarabel failed on the best near-flattest program: {error}") from error
         if mu.value is None or problem.status not in ("optimal", "optimal_inaccurate"):
             raise SolverError(f"cvxpy/Clarabel returned {problem.status!r} on the best near-flattest program.")
         floors.append(float(problem.value) + near.loss.c - near.loss.bayes_risk)

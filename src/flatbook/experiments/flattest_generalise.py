@@ -67,7 +67,6 @@ __all__ = [
     "median_interval",
     "trimmed_mean",
     "verdict",
-    "seeds_to_decide",
     "balancedness",
     "run",
 ]
@@ -381,22 +380,6 @@ def verdict(low: float, high: float, delta: float = DELTA) -> str:
     return "undecided"
 
 
-def seeds_to_decide(slopes, delta: float = DELTA, level: float = 0.95) -> float:
-    """How many seeds would make :func:`verdict` decide, if the per-seed slopes kept the mean and spread
-    measured: the interval's half-width z·sd/√N must fall below |mean| (to call "falling" or "growing" when
-    |mean| > ``delta``) or below ``delta`` − |mean| (to call "level").  Normal approximation, so an estimate of
-    the measurement that would decide, not a promise; at least the seeds already used, ∞ at |mean| = delta."""
-    values = np.asarray(slopes, dtype=float)
-    if values.size < 2:
-        raise FlatbookInputError("seeds_to_decide needs the slopes of at least two seeds.")
-    mean, sd = float(values.mean()), float(values.std(ddof=1))
-    margin = abs(mean) if abs(mean) > delta else delta - abs(mean)
-    if margin <= 0:
-        return math.inf
-    z = float(scipy_stats.norm.ppf(0.5 + level / 2))
-    return float(max(values.size, math.ceil((z * sd / margin) ** 2)))
-
-
 def _levels(runs, near_rows):
     """Per noisy condition, n and interpolator (flattest, control, and the set's worst and floor at each slack):
     (F − F*)/τ² across seeds, median with its order-statistic interval, 20 % trimmed mean, geometric mean with its
@@ -526,7 +509,6 @@ def _rates(runs, near_rows, config):
                             "high": summary["high"],
                             "verdict": verdict(summary["low"], summary["high"]),
                             "delta": DELTA,
-                            "seeds_to_decide": seeds_to_decide(summary["per_seed"]),
                         }
                     )
     return rates, local, verdicts
