@@ -50,7 +50,7 @@ from ..interpolators import minimum_l2_interpolator, random_directions
 from ..near_flattest import frank_wolfe_floor, near_flattest_set
 from ..network import TwoLayerNet
 from ..stats import mean_interval
-from ..tables import group, local_slopes, where
+from ..tables import group, local_slopes, slope_across_seeds, where
 from .runner import map_points
 
 __all__ = [
@@ -453,22 +453,16 @@ def _slope_row(rows, field, **labels) -> tuple[dict, list[dict]]:
     def value(r):
         return resolved_excess(r, field) if field in ("excess", "worst", "floor") else r[field]
 
-    per_seed = [
-        float(np.polyfit(np.log([r["n"] for r in members]), np.log([value(r) for r in members]), 1)[0])
-        for members in group(rows, "seed").values()
-    ]
-    mean, low, high = mean_interval(per_seed)
-    sizes = sorted({r["n"] for r in rows})
+    mean, low, high = slope_across_seeds(rows, "n", value)
     summary = {
         **labels,
         "field": field,
         "rate": mean,
         "low": low,
         "high": high,
-        "sizes": len(sizes),
-        "seeds": len(per_seed),
+        "sizes": len({r["n"] for r in rows}),
+        "seeds": len(group(rows, "seed")),
     }
-    summary["per_seed"] = per_seed
     local = [{**labels, "field": field, **step} for step in local_slopes(rows, "n", value)]
     return summary, local
 
