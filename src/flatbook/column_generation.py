@@ -705,8 +705,11 @@ class ColumnGeneration:
 
     @property
     def target(self) -> float:
-        """The lower bound the rounds test the master against: proven with exact pricing, else the estimate."""
-        return self.best["proven"] if self.pricer.mode == "exact" else self.best["estimate"]
+        """The lower bound the rounds test the master against: the proven one while the pricer certifies its
+        supremum (exact pricing, or the branch-and-bound level), else the estimate.  At a certifying level the
+        estimate can sit above V* (an earlier heuristic round missed the maximiser) and stay there, so tailing-off
+        judged on it would stop a run whose proven bound is still rising."""
+        return self.best["proven"] if self.pricer.certifying else self.best["estimate"]
 
     def _candidates(self, state: MasterState, pricing: Pricing) -> torch.Tensor:
         """The round's new columns: polished atoms, priced directions, and (where the polish did not reach at
