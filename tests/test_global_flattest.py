@@ -1053,6 +1053,18 @@ def test_time_limit_spends_its_second_half_on_a_proof():
     assert unlimited.history[0]["pricing_level"] == 0 and unlimited.history[0]["caps"] == 0
 
 
+def test_max_caps_bounds_the_branch_and_bound_of_a_round():
+    """The first round of a d = 4 ReLU instance priced by cap branch-and-bound (the time limit already half
+    spent): with a budget of 1000 caps the search stops early (at most one batch of 2 × 2048 beyond it) and
+    proves a weaker bound than with the default budget at the same dual point."""
+    _, X, y = data(4, 12, "relu", noise=0.0)
+    options = {"certify_up_to": 4, "rounds": 1, "seed": 0, "time_limit": 1e-9}
+    few = flattest_interpolator(X, y, "relu", 24, max_caps=1000, **options)
+    default = flattest_interpolator(X, y, "relu", 24, **options)
+    assert few.history[0]["caps"] <= 1000 + 2 * 2048 < default.history[0]["caps"]
+    assert few.lower < default.lower
+
+
 def test_stall_rounds_ends_a_tailing_off_run_and_none_runs_on():
     """A noiseless quadratic teacher in d = 8 (pricing by bounds), whose bound creeps up while the master stands
     still: a window of 2 rounds stops it (after escalating once), no window lets it run to the round limit."""

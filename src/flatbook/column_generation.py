@@ -53,6 +53,7 @@ __all__ = [
     "INEXACT_MASTER_MAX_GAP",
     "MASTER_RESTART_FACTOR",
     "CERTIFY_UP_TO",
+    "MAX_CAPS",
     "ColumnGeneration",
     "ColumnGenerationResult",
     "MasterState",
@@ -74,6 +75,8 @@ MASTER_RESTART_FACTOR = 10.0
 #: by default pricing is certified (the arrangement, or cap branch-and-bound) up to this admissible dimension:
 #: the caps needed to close a gap grow steeply with it
 CERTIFY_UP_TO = 3
+#: the default number of caps the cap branch-and-bound may bound in one pricing round
+MAX_CAPS = 500_000
 
 
 class StopReason(enum.Enum):
@@ -359,7 +362,7 @@ class Pricer:
         steps: int = 60,
         heuristic_new: int = 64,
         rel_tol: float = 1e-3,
-        max_caps: int = 500_000,
+        max_caps: int = MAX_CAPS,
     ):
         self.X, self.activation, self.admissible, self.generator = X, activation, admissible, generator
         self.starts, self.steps, self.heuristic_new = starts, steps, heuristic_new
@@ -607,6 +610,7 @@ class ColumnGeneration:
         slide_steps: int,
         certify_up_to: int,
         inexact_master: bool,
+        max_caps: int = MAX_CAPS,
         warm_masters: bool,
         stall_rounds: int | None,
         seed: int,
@@ -634,6 +638,7 @@ class ColumnGeneration:
             starts=pricing_starts,
             steps=pricing_steps,
             rel_tol=tol / 2.0,
+            max_caps=max_caps,
         )
         # The ReLU family is polished only where its arrangement could not be enumerated (directions spanning
         # more than 3 dimensions): in low dimension its optima sit at the kinks of σ (cell boundaries), where
@@ -745,10 +750,12 @@ class ColumnGeneration:
 
     def _would_stop(self, state: MasterState, new: torch.Tensor, pricing: Pricing) -> StopReason | None:
         """A heuristic reason to stop at this round, if any: tailing-off (``stalled``, over the rounds at the
-        current pricing level, inexact masters counted at value·(1 + gap)); and on an exact master, no new
+        current pricing level, inexact masters counted at value·(1 + gap); not at a certifying level when a time
+        limit was given, which then bounds the proof instead); and on an exact master, no new
         column, or the largest ratio found within ``tol`` of 1 (the master within tol of the bound it implies),
         except at a certified level, where only a proof ends the rounds."""
-        if self.stall_rounds is not None and self.pricer.mode != "exact":
+        proof_has_the_time = self.time_limit is not None and self.pricer.certifying
+        if self.stall_rounds is not None and self.pricer.mode != "exact" and not proof_has_the_time:
             # Only the rounds at the current pricing level count: an escalation gets stall_rounds rounds of its own.
             if stalled(self.history[self.level_since :], self.stall_rounds, self.tol):
                 return StopReason.STALLED

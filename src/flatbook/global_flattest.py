@@ -39,7 +39,7 @@ from .activations import HomogeneousActivation, get_activation
 from .admissible import AdmissibleSet
 from .backend import as_tensor, check_data, is_count, lstsq_driver
 from .certified_pricing import CapBranchAndBound
-from .column_generation import CERTIFY_UP_TO, ColumnGeneration, Pricer, StopReason
+from .column_generation import CERTIFY_UP_TO, MAX_CAPS, ColumnGeneration, Pricer, StopReason
 from .errors import FlatbookInputError, SolverError
 from .flatness import min_flatness, unit_flatness_weights
 from .flattest import flattest_outer_weights
@@ -223,6 +223,7 @@ def flattest_interpolator(
     pricing_steps: int = 60,
     slide_steps: int = 20,
     certify_up_to: int = CERTIFY_UP_TO,
+    max_caps: int = MAX_CAPS,
     inexact_master: bool = True,
     warm_masters: bool = False,
     stall_rounds: int | None = 5,
@@ -244,7 +245,8 @@ def flattest_interpolator(
     ``tol`` (relative) of a proven lower bound.  Pricing is certified where the admissible directions span
     at most ``certify_up_to`` dimensions (default ``CERTIFY_UP_TO`` = 3; 0: never): by the ReLU family's
     arrangement, or by cap branch-and-bound for the ReLU family and the quadratic (on a ρ0-band, or above
-    dimension 3, where its cost grows steeply); elsewhere it is a
+    dimension 3, where its cost grows steeply; at most ``max_caps`` caps a round, default ``MAX_CAPS`` =
+    500 000: a search that runs out proves a weaker bound); elsewhere it is a
     multi-start ascent (``pricing_starts`` random starts, ``pricing_steps`` steps) and
     the proven bound is a closed form.  A heuristic stop (the largest ratio found within ``tol`` of the
     master, no new column, or ``stall_rounds`` rounds without progress by ``tol``; ``None``: never) is taken
@@ -260,7 +262,8 @@ def flattest_interpolator(
     ``warm_masters`` starts each inexact master after an inexact one from an early iterate of it (Gondzio
     1998).  ``progress`` shows a tqdm bar over the rounds; ``time_limit`` (seconds) ends the rounds after the
     first one that passes it (``StopReason.TIME_LIMIT``), and after half of it the pricing is escalated to its
-    most thorough level (the branch-and-bound where certified), so that the rest goes to a proof.
+    most thorough level (the branch-and-bound where certified), so that the rest goes to a proof: at that
+    certifying level a time limit, not tailing-off, ends a run that has not converged.
 
     The result's ``lower`` is a proven lower bound on Υ of every admissible interpolator of this width
     (eq. ``eq-splitting`` with eq. ``eq-measure-dual``), from the dual point ``dual`` and the proven bound
@@ -287,6 +290,7 @@ def flattest_interpolator(
         pricing_starts=(pricing_starts, 1, "random starts of the pricing ascent", False),
         pricing_steps=(pricing_steps, 0, "steps of the pricing ascent", False),
         certify_up_to=(certify_up_to, 0, "the largest dimension priced with a proof; 0: none", False),
+        max_caps=(max_caps, 1, "caps the branch-and-bound may bound in a round", False),
         slide_steps=(slide_steps, 0, "steps of the slide; 0: no slide", False),
         stall_rounds=(stall_rounds, 1, "rounds without progress before a tailing-off stop; None: never", True),
         n_start=(n_start, 0, "random directions in the first master", True),
@@ -318,6 +322,7 @@ def flattest_interpolator(
         pricing_steps=int(pricing_steps),
         slide_steps=int(slide_steps),
         certify_up_to=int(certify_up_to),
+        max_caps=int(max_caps),
         inexact_master=inexact_master,
         warm_masters=warm_masters,
         stall_rounds=None if stall_rounds is None else int(stall_rounds),
