@@ -7,12 +7,11 @@ For each d, n = ratio·d and seed: a noiseless single-index ReLU teacher (``sing
 samples with seed + 1000), width m = 2n, and :func:`flatbook.flattest_interpolator` with certified pricing
 in every dimension (``certify_up_to=d``: the arrangement's exact supremum for d ≤ 3, cap branch-and-bound
 above, at most ``--max-caps`` caps a round: default 20 million), ``tol=0.01`` and ``time_limit=--limit``
-seconds.  From the rounds' history: the first time the proven
-gap (an exact master's value over the best proven lower bound, minus 1) is at most 1 %, and whether that
-happened within 60 s and within the limit.  A dimension is tried only while some seed of the previous one
-certified within the limit.  Printed per (d, n): seeds certified within 60 s and within the limit, the
-median time to certify, the final proven gap of each seed, the branch-and-bound's caps in all.  One process,
-two threads; run it alone.
+seconds.  From the rounds' history: the first time the proven gap (an exact master's value over the best
+proven lower bound, minus 1) is at most 1 %, and whether that happened within 60 s and within the limit.
+A dimension is tried only while some seed of the previous one certified within the limit.  Printed per
+(d, n): seeds certified within 60 s and within the limit, the median time to certify, the final proven gap of
+each seed, the branch-and-bound's caps in all.  One process, two threads; run it alone.
 """
 
 from __future__ import annotations

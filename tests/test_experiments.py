@@ -79,7 +79,7 @@ def test_plots_return_figures(paradox, dual):
     assert_draws_its_figures(convex_dual, dual)
 
 
-@pytest.mark.slow  # runs chapter 3's smoke-scale experiment (about 40 s) unless a figure test has
+@pytest.mark.slow  # runs chapter 3's smoke-scale experiment (about 40 s) unless a figure test already ran it
 def test_bad_interpolators_tables(smoke_cache, monkeypatch):
     from flatbook.experiments import bad_interpolators
 

@@ -610,7 +610,7 @@ class ColumnGeneration:
         slide_steps: int,
         certify_up_to: int,
         inexact_master: bool,
-        max_caps: int = MAX_CAPS,
+        max_caps: int,
         warm_masters: bool,
         stall_rounds: int | None,
         seed: int,
