@@ -24,8 +24,9 @@ fi
 cat _build/install_test_tools.log
 # On every core (pytest-xdist; FLATBOOK_TEST_WORKERS=1 for one process), with branch coverage of the package
 # by the tests (the chapters run in their own kernels and are not counted); the core modules must stay at or
-# above CORE_COVERAGE_FLOOR per cent (measured 92 % when the floor was set).
-.venv/bin/python -m pytest tests -n "${FLATBOOK_TEST_WORKERS:-auto}" --dist worksteal \
+# above CORE_COVERAGE_FLOOR per cent (measured 92 % when the floor was set).  The 25 slowest tests are listed
+# at the end, to show where the suite's time goes.
+.venv/bin/python -m pytest tests -n "${FLATBOOK_TEST_WORKERS:-auto}" --dist worksteal --durations=25 \
   --cov=flatbook --cov-branch --cov-report=term:skip-covered "$@"
 CORE_COVERAGE_FLOOR=90
 echo "::: branch coverage of the core modules (floor ${CORE_COVERAGE_FLOOR} %)"

@@ -102,6 +102,7 @@ class Config:
     n_logs: int = 60
     active_mass: float = 0.99
     kkt_losses: tuple = (1e-3, 1e-10, 1e-30, 1e-100)
+    kkt_active_slack: float = 0.01
     kkt_zero_mass: float = 0.01
     kkt_weight_ratio: float = 1e3
     rate_from: float = 20.0
@@ -256,7 +257,8 @@ def _kkt(config: Config, net: TwoLayerNet, data, potential) -> dict:
     """The KKT residual (eq. ``eq-kkt``) of the direction of ``net``, two ways (the ℓ₁ horizon's light coordinates,
     carrying ``kkt_zero_mass`` of ‖w‖₁, counted as zero):
 
-    - ``relative``: active samples within 1 % of the smallest margin (complementary slackness to 1 %);
+    - ``relative``: active samples within ``kkt_active_slack`` of the smallest margin, relative (complementary
+      slackness to that fraction);
     - ``window``: active samples whose loss weight e^{−y_i h_i} is at least 1 / ``kkt_weight_ratio`` of the largest,
       a fixed set of samples, whose slack log(ratio) / g shrinks as g = min_i y_i h_i grows; the same window in
       every main potential's problem (``window <label>``): the contrast, the other potentials' KKT conditions.
@@ -268,7 +270,7 @@ def _kkt(config: Config, net: TwoLayerNet, data, potential) -> dict:
         zero_mass = config.kkt_zero_mass if problem.horizon_degree == 1 else 0.0
         return kkt_residual(net, data.X, data.y, problem, active_tol=active_tol, zero_mass=zero_mass)
 
-    relative, own = residual(potential, 1e-2), residual(potential, window)
+    relative, own = residual(potential, config.kkt_active_slack), residual(potential, window)
     row = {
         "g": g,
         "relative": relative.relative,
