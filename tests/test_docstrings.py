@@ -69,7 +69,7 @@ def test_every_public_module_declares_what_it_exports(module_name):
 
 API = ROOT / "book" / "api"
 #: the modules that run the book's experiments and draw its figures, documented last, apart from the public API
-INTERNAL = ("flatbook.experiments", "flatbook.figures")
+INTERNAL = ("flatbook.experiments", "flatbook.figures", "flatbook.paper_results")
 
 
 def api_pages() -> list[Path]:

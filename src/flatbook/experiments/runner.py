@@ -29,16 +29,21 @@ instant and an interrupted sweep resumes where it stopped.
   a ``dask.distributed.Client`` first, or name a running scheduler with
   ``FLATBOOK_SCHEDULER=tcp://host:8786`` (``flatbook figure --scheduler``), and
   nothing else changes.
+- Recording: inside ``with recording_points() as points:`` every point that :func:`map_points` returns is also
+  appended to ``points`` with its function, its result and the seconds it took (``flatbook.paper_results``
+  commits them beside an experiment's tables, so that a run can resume elsewhere and be spot-checked).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
 import json
 import os
 import pprint
+import time
 import warnings
 from pathlib import Path
 
@@ -64,6 +69,8 @@ __all__ = [
     "scheduler_address",
     "connect_scheduler",
     "map_points",
+    "recording_points",
+    "store_point",
 ]
 
 #: where the points of a sweep run: local processes (loky) or a Dask cluster
@@ -71,6 +78,22 @@ BACKENDS = ("loky", "dask")
 
 #: points computed and points read from the cache since the last :func:`cache_report`
 _COUNTS = {"computed": 0, "cached": 0}
+
+#: where :func:`map_points` records its points while :func:`recording_points` is active (None: not recording)
+_RECORDED: list[dict] | None = None
+
+
+@contextlib.contextmanager
+def recording_points():
+    """Within the block, every point :func:`map_points` returns is also appended to the yielded list, as it
+    finishes (cached ones first), as ``{"experiment", "version", "function", "point", "result", "seconds"}``:
+    ``function`` is ``"module:qualname"``, ``seconds`` None for a point read from the cache."""
+    global _RECORDED
+    previous, _RECORDED = _RECORDED, []
+    try:
+        yield _RECORDED
+    finally:
+        _RECORDED = previous
 
 
 def cache_report() -> str:
@@ -96,8 +119,8 @@ def run_report(config, seconds: float, width: int = 72) -> str:
 
 
 PACKAGE = Path(__file__).resolve().parent.parent
-#: parts of the package that only draw or parse the command line: never part of the cache key
-NOT_COMPUTING = ("figures", "cli.py", "__main__.py")
+#: parts of the package that only draw, parse the command line or file results: never part of the cache key
+NOT_COMPUTING = ("figures", "cli.py", "__main__.py", "paper_results.py")
 
 
 def computing_sources(root: Path = PACKAGE) -> list[Path]:
@@ -243,6 +266,17 @@ def _store(path: Path, result) -> None:
     tmp.replace(path)  # atomic: an interrupted write never leaves a corrupt entry
 
 
+def store_point(experiment: str, config, point: dict, result, version: int = 0) -> Path | None:
+    """Put one point's result into the cache of the current code, as :func:`map_points` would have stored it
+    (a result computed elsewhere by the same code); the entry's path, or None when the cache is off."""
+    directory = cache_dir()
+    if directory is None:
+        return None
+    path = entry_path(directory, experiment, point_key(experiment, config, point, version))
+    _store(path, json.loads(json.dumps(result)))
+    return path
+
+
 def default_jobs(fallback: int = 1) -> int:
     """``$FLATBOOK_JOBS`` if set, else ``fallback``: the processes a sweep uses when ``jobs`` is not given."""
     value = os.environ.get("FLATBOOK_JOBS", str(fallback)).strip() or str(fallback)
@@ -370,12 +404,15 @@ def _dask_client():
         ) from None
 
 
-def _compute(function, config, point: dict):
-    """One point, with :class:`~flatbook.errors.SolverFallbackWarning` silenced: a fallback to Clarabel is
-    certified like any answer, and in a sweep its warning would only print into the book's pages."""
+def _compute(function, config, point: dict) -> tuple:
+    """One point and the seconds it took, with :class:`~flatbook.errors.SolverFallbackWarning` silenced: a
+    fallback to Clarabel is certified like any answer, and in a sweep its warning would only print into the
+    book's pages."""
+    start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SolverFallbackWarning)
-        return function(config, **point)
+        result = function(config, **point)
+    return result, time.perf_counter() - start
 
 
 def map_points(
@@ -410,12 +447,33 @@ def map_points(
     _COUNTS["cached"] += len(points) - len(todo)
     _COUNTS["computed"] += len(todo)
     bar = progress_bar(len(points), len(points) - len(todo), desc or experiment)
+    recorded = _RECORDED
+    function_name = f"{function.__module__}:{function.__qualname__}"
 
-    def finish(i, result):
+    def record(i, seconds):
+        if recorded is not None:
+            recorded.append(
+                {
+                    "experiment": experiment,
+                    "version": version,
+                    "function": function_name,
+                    "point": json.loads(json.dumps(points[i])),
+                    "result": results[i],
+                    "seconds": seconds,
+                }
+            )
+
+    for i, result in enumerate(results):
+        if result is not None:
+            record(i, None)
+
+    def finish(i, output):
+        result, seconds = output
         result = json.loads(json.dumps(result))  # the same plain values whether fresh or cached
         if paths[i] is not None:
             _store(paths[i], result)
         results[i] = result
+        record(i, seconds)
         bar.update(1)
 
     if backend == "dask":

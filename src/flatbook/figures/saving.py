@@ -30,7 +30,7 @@ from ..experiments import SCALES, config_for
 from ..experiments.runner import cache_counts, check_writable, code_fingerprint
 from .registry import get_spec
 
-__all__ = ["own_checkout", "git_commit", "machine", "save_figure", "make"]
+__all__ = ["own_checkout", "git_commit", "machine", "package_versions", "save_figure", "make"]
 
 #: what savefig may write that changes from one run to the next (dates, the matplotlib version), per format
 _METADATA = {
@@ -77,7 +77,8 @@ def git_commit(package: Path = PACKAGE) -> str | None:
     return commit + ("+uncommitted-changes" if dirty else "")
 
 
-def _versions() -> dict:
+def package_versions() -> dict:
+    """Python's version and those of flatbook and the libraries its numbers depend on (None: not installed)."""
     versions: dict[str, str | None] = {"python": platform.python_version()}
     for package in ("flatbook", "torch", "numpy", "scipy", "cvxpy", "clarabel", "matplotlib", "joblib"):
         try:
@@ -169,7 +170,7 @@ def make(
         "git_commit": git_commit(),
         "code_fingerprint": code_fingerprint(),
         "command_line": shlex.join(command),
-        "versions": _versions(),
+        "versions": package_versions(),
         "device": str(default_device()),
         "machine": machine(),
         "wall_time_s": round(time.perf_counter() - start, 3),

@@ -1,0 +1,227 @@
+"""Paper-scale results committed with the book: an experiment's tables and every point, with their provenance.
+
+``python scripts/paper_scale.py EXPERIMENT`` runs an experiment's paper configuration and writes
+``book/paper_scale/results/EXPERIMENT.json`` (:func:`write`): the tables the chapter reads, every point with the
+function that computed it, its result and its seconds (:func:`flatbook.experiments.runner.recording_points`),
+and the provenance: the commit (a run refuses uncommitted changes), the computing code's fingerprint, the
+configuration, machine, device, library versions, wall time, command line and cache hits.
+
+A stopped run writes what finished (``complete`` false, no tables); :func:`resume_into_cache` puts those points
+back into the cache, on any machine with the same computing code, so the next run computes only the rest.
+:func:`spot_check` recomputes the cheapest committed points with the current code and lists every number that
+differs beyond a tolerance: the check that committed results are still what the code computes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import importlib
+import json
+import math
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .backend import default_device
+from .errors import FlatbookInputError
+from .experiments import config_for
+from .experiments.runner import (
+    cache_counts,
+    cache_dir,
+    code_fingerprint,
+    experiment_names,
+    recording_points,
+    store_point,
+)
+from .figures.saving import git_commit, machine, package_versions
+
+__all__ = ["FORMAT", "Difference", "run", "write", "load", "resume_into_cache", "spot_check", "differences"]
+
+#: the layout of a results file; a reader refuses any other
+FORMAT = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Difference:
+    """One number of a committed point that the current code computes differently (:func:`spot_check`)."""
+
+    function: str  #: ``module:qualname`` of the point function
+    point: dict  #: the point's arguments
+    where: str  #: the path to the number inside the point's result, e.g. ``[0].upper``
+    committed: Any
+    recomputed: Any
+
+
+def _module(experiment: str):
+    if experiment not in experiment_names():
+        raise FlatbookInputError(f"unknown experiment {experiment!r}; choose from {', '.join(experiment_names())}.")
+    return importlib.import_module(f"flatbook.experiments.{experiment}")
+
+
+def _plain(value):
+    """JSON's view of a value (tuples become lists), so that committed and fresh configurations compare equal."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def run(experiment: str, scale: str = "paper", jobs: int | None = None, *, allow_uncommitted: bool = False) -> dict:
+    """Run ``experiment`` at ``scale`` with its points recorded; the results file's content (:func:`write`).
+
+    Refuses to start when the checkout has uncommitted changes in src/ or book/ (the commit would not say what
+    computed the numbers) unless ``allow_uncommitted``. Interrupted (KeyboardInterrupt), it returns the points
+    that finished with ``complete`` False and no tables.
+    """
+    module = _module(experiment)
+    config = config_for(module.CONFIGS, scale)
+    commit = git_commit()
+    if commit is not None and commit.endswith("+uncommitted-changes") and not allow_uncommitted:
+        raise FlatbookInputError(
+            "the checkout has uncommitted changes in src/ or book/: commit them first, so that the results name "
+            "the code that computed them."
+        )
+    before = cache_counts()
+    start = time.perf_counter()
+    tables = None
+    with recording_points() as points:
+        try:
+            tables = module.run(config, jobs=jobs)
+        except KeyboardInterrupt:
+            pass
+    after = cache_counts()
+    return {
+        "format": FORMAT,
+        "experiment": experiment,
+        "scale": scale,
+        "complete": tables is not None,
+        "config": _plain(dataclasses.asdict(config)),
+        "code_fingerprint": code_fingerprint(),
+        "git_commit": commit,
+        "versions": package_versions(),
+        "machine": machine(),
+        "device": str(default_device()),
+        "wall_time_s": round(time.perf_counter() - start, 1),
+        "command": shlex.join(sys.argv),
+        "points_computed": after["computed"] - before["computed"],
+        "points_cached": after["cached"] - before["cached"],
+        "created_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "tables": _plain(tables) if tables is not None else None,
+        "points": _plain(list(points)),
+    }
+
+
+def write(results: dict, path: str | Path) -> Path:
+    """Write ``results`` (from :func:`run`) as compact JSON, one point per line; return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head = {key: value for key, value in results.items() if key != "points"}
+    lines = [json.dumps(point, sort_keys=True, separators=(",", ":")) for point in results["points"]]
+    body = json.dumps(head, sort_keys=True, separators=(",", ":"))[:-1]
+    path.write_text(body + ',"points":[\n' + ",\n".join(lines) + "\n]}\n")
+    return path
+
+
+def load(path: str | Path) -> dict:
+    """A results file written by :func:`write`, checked for its format."""
+    path = Path(path)
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise FlatbookInputError(f"{path} is not a readable results file ({exc}).") from exc
+    if not isinstance(results, dict) or results.get("format") != FORMAT:
+        raise FlatbookInputError(f"{path} is not a results file of format {FORMAT}; regenerate it.")
+    return results
+
+
+def resume_into_cache(results: dict) -> int:
+    """Put the committed points back into the cache when the current computing code is the one that computed
+    them (same fingerprint and configuration); return how many. A run then computes only the missing points."""
+    directory = cache_dir()
+    module = _module(results["experiment"])
+    config = config_for(module.CONFIGS, results["scale"])
+    if directory is None or results["code_fingerprint"] != code_fingerprint():
+        return 0
+    if _plain(dataclasses.asdict(config)) != results["config"]:
+        return 0
+    for entry in results["points"]:
+        store_point(entry["experiment"], config, _arguments(entry["point"]), entry["result"], entry["version"])
+    return len(results["points"])
+
+
+def _arguments(point: dict) -> dict:
+    """A recorded point's arguments as the experiment wrote them (JSON turned its tuples into lists)."""
+
+    def restore(value):
+        return tuple(restore(v) for v in value) if isinstance(value, list) else value
+
+    return {name: restore(value) for name, value in point.items()}
+
+
+def _function(name: str):
+    """The point function named ``module:qualname``; a clear error when the code no longer has it."""
+    module_name, _, qualname = name.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise FlatbookInputError(f"the point function {name!r} no longer exists: regenerate the results.") from exc
+    return target
+
+
+def differences(committed, recomputed, *, rtol: float, atol: float, where: str = "") -> list[tuple]:
+    """Every (path, committed, recomputed) where two JSON values differ: numbers beyond ``atol + rtol·|committed|``
+    (NaN equals NaN, infinities must match), anything else unequal."""
+    if isinstance(committed, dict) and isinstance(recomputed, dict):
+        if committed.keys() != recomputed.keys():
+            return [(where or ".", sorted(committed), sorted(recomputed))]
+        return [
+            d
+            for k in committed
+            for d in differences(committed[k], recomputed[k], rtol=rtol, atol=atol, where=f"{where}.{k}")
+        ]
+    if isinstance(committed, list) and isinstance(recomputed, list):
+        if len(committed) != len(recomputed):
+            return [(where or ".", f"{len(committed)} items", f"{len(recomputed)} items")]
+        return [
+            d
+            for i, (a, b) in enumerate(zip(committed, recomputed, strict=True))
+            for d in differences(a, b, rtol=rtol, atol=atol, where=f"{where}[{i}]")
+        ]
+    if isinstance(committed, bool) or isinstance(recomputed, bool):  # True is not the number 1 here
+        same = isinstance(committed, bool) and isinstance(recomputed, bool) and committed == recomputed
+        return [] if same else [(where, committed, recomputed)]
+    numbers = (int, float)
+    if isinstance(committed, numbers) and isinstance(recomputed, numbers):
+        a, b = float(committed), float(recomputed)
+        if math.isnan(a) and math.isnan(b):
+            return []
+        if math.isinf(a) or math.isinf(b):
+            return [] if a == b else [(where, committed, recomputed)]
+        return [] if abs(a - b) <= atol + rtol * abs(a) else [(where, committed, recomputed)]
+    return [] if committed == recomputed else [(where, committed, recomputed)]
+
+
+def spot_check(results: dict, points: int = 3, *, rtol: float = 1e-6, atol: float = 1e-9) -> list[Difference]:
+    """Recompute the ``points`` cheapest committed points (by their recorded seconds) with the current code and
+    configuration; every number that differs beyond ``atol + rtol·|committed|``, as :class:`Difference` rows
+    (empty: the committed points are what this code computes).
+
+    The paper configuration itself must be unchanged: a different one raises, naming the command to rerun.
+    """
+    module = _module(results["experiment"])
+    config = config_for(module.CONFIGS, results["scale"])
+    rerun = f"python scripts/paper_scale.py {results['experiment']}"
+    if _plain(dataclasses.asdict(config)) != results["config"]:
+        raise FlatbookInputError(
+            f"the {results['scale']} configuration of {results['experiment']} changed since its results were "
+            f"committed: regenerate them ({rerun})."
+        )
+    timed = sorted((e for e in results["points"] if e["seconds"] is not None), key=lambda e: e["seconds"])
+    found = []
+    for entry in timed[:points]:
+        recomputed = _plain(_function(entry["function"])(config, **_arguments(entry["point"])))
+        for where, old, new in differences(entry["result"], recomputed, rtol=rtol, atol=atol):
+            found.append(Difference(entry["function"], entry["point"], where, old, new))
+    return found

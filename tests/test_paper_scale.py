@@ -1,0 +1,138 @@
+"""Paper-scale results: recorded, written, resumed and spot-checked (flatbook.paper_results), and every committed
+results file in book/paper_scale/results recomputed at its cheapest points with the current code."""
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from flatbook import paper_results
+from flatbook.errors import FlatbookInputError
+from flatbook.experiments.runner import cache_counts, map_points, recording_points
+
+COMMITTED = sorted((Path(__file__).resolve().parent.parent / "book" / "paper_scale" / "results").glob("*.json"))
+
+
+def square_plus(config, x):
+    """A point function for the recorder: x² + config (module level, as map_points needs)."""
+    return {"value": x * x + config.shift, "x": x}
+
+
+@dataclasses.dataclass(frozen=True)
+class Shift:
+    shift: float = 0.5
+
+
+def test_recording_points_keeps_each_point_with_its_function_result_and_seconds(isolated_cache):
+    points = [{"x": 1.0}, {"x": 2.0}]
+    with recording_points() as recorded:
+        map_points(square_plus, Shift(), points[:1], experiment="symmetry_paradox", jobs=1)
+        map_points(square_plus, Shift(), points, experiment="symmetry_paradox", jobs=1)  # the first one cached
+    assert [r["point"] for r in recorded] == [{"x": 1.0}, {"x": 1.0}, {"x": 2.0}]
+    assert [r["result"]["value"] for r in recorded] == [1.5, 1.5, 4.5]
+    assert recorded[0]["seconds"] >= 0 and recorded[1]["seconds"] is None and recorded[2]["seconds"] >= 0
+    assert {r["function"] for r in recorded} == {f"{__name__}:square_plus"}
+    with recording_points() as outside:
+        pass
+    map_points(square_plus, Shift(), points, experiment="symmetry_paradox", jobs=1)
+    assert outside == []  # nothing is recorded after the block
+
+
+def first_number(value):
+    """(the dict holding it, its key) of the first finite, non-zero float in a JSON value, depth first."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(value, dict) and isinstance(item, float) and math.isfinite(item) and item != 0:
+            return value, key
+        if isinstance(item, dict | list) and (found := first_number(item)) is not None:
+            return found
+    return None
+
+
+@pytest.fixture
+def smoke_results(isolated_cache):
+    """Chapter 1's smoke scale (two points, well under a second), recorded."""
+    return paper_results.run("symmetry_paradox", "smoke", jobs=1, allow_uncommitted=True)
+
+
+def test_a_run_records_tables_points_and_provenance(smoke_results):
+    r = smoke_results
+    assert r["complete"] and r["format"] == paper_results.FORMAT and r["scale"] == "smoke"
+    assert r["tables"] and r["points"] and r["points_computed"] == len(r["points"]) and r["points_cached"] == 0
+    for field in ("code_fingerprint", "versions", "machine", "device", "command", "created_utc", "config"):
+        assert r[field], field
+
+
+def test_written_results_load_back_equal(smoke_results, tmp_path):
+    path = paper_results.write(smoke_results, tmp_path / "results" / "symmetry_paradox.json")
+    assert paper_results.load(path) == json.loads(json.dumps(smoke_results))
+    assert path.read_text().count("\n") >= len(smoke_results["points"])  # one point per line: readable diffs
+
+
+def test_the_spot_check_finds_no_difference_with_the_same_code_and_names_a_doctored_number(smoke_results):
+    assert paper_results.spot_check(smoke_results, points=2) == []
+    doctored = json.loads(json.dumps(smoke_results))
+    container, field = first_number(doctored["points"][0]["result"])
+    container[field] *= 1 + 1e-4  # far beyond rtol = 1e-6
+    found = paper_results.spot_check(doctored, points=len(doctored["points"]))
+    assert len(found) == 1 and found[0].where.endswith(f".{field}") and found[0].committed == container[field], found
+
+
+def test_the_spot_check_refuses_a_changed_configuration(smoke_results):
+    changed = json.loads(json.dumps(smoke_results))
+    changed["config"]["seed"] = changed["config"].get("seed", 0) + 1
+    with pytest.raises(FlatbookInputError, match="scripts/paper_scale.py symmetry_paradox"):
+        paper_results.spot_check(changed)
+
+
+def test_committed_points_resume_into_the_cache_and_are_not_computed_again(smoke_results, tmp_path, monkeypatch):
+    monkeypatch.setenv("FLATBOOK_CACHE", str(tmp_path / "fresh-machine"))
+    assert paper_results.resume_into_cache(smoke_results) == len(smoke_results["points"])
+    before = cache_counts()
+    again = paper_results.run("symmetry_paradox", "smoke", jobs=1, allow_uncommitted=True)
+    assert cache_counts()["computed"] == before["computed"] and again["points_cached"] == len(again["points"])
+    stale = {**smoke_results, "code_fingerprint": "0" * 64}
+    assert paper_results.resume_into_cache(stale) == 0  # other code: its points are not this code's
+
+
+@pytest.mark.parametrize(
+    ("committed", "recomputed", "expected"),
+    [
+        (1.0, 1.0 + 5e-7, 0),  # within rtol 1e-6
+        (1.0, 1.0 + 2e-6, 1),
+        (0.0, 5e-10, 0),  # within atol 1e-9
+        (float("nan"), float("nan"), 0),
+        (float("inf"), float("inf"), 0),
+        (float("inf"), 1e300, 1),
+        ([1, 2], [1, 2, 3], 1),
+        ({"a": 1}, {"b": 1}, 1),
+        ("converged", "stalled", 1),
+        (True, 1, 1),
+    ],
+)
+def test_differences_at_their_tolerances(committed, recomputed, expected):
+    assert len(paper_results.differences(committed, recomputed, rtol=1e-6, atol=1e-9)) == expected
+
+
+def test_bad_files_and_names_get_clear_errors(tmp_path):
+    (tmp_path / "x.json").write_text('{"format": 0}')
+    with pytest.raises(FlatbookInputError, match="format"):
+        paper_results.load(tmp_path / "x.json")
+    with pytest.raises(FlatbookInputError, match="not a readable"):
+        paper_results.load(tmp_path / "missing.json")
+    with pytest.raises(FlatbookInputError, match="unknown experiment"):
+        paper_results.run("no_such_experiment")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", COMMITTED, ids=[p.stem for p in COMMITTED])
+def test_committed_results_are_what_the_current_code_computes(path, isolated_cache):
+    """The three cheapest committed points of each file, recomputed: a mismatch names the command to rerun."""
+    results = paper_results.load(path)
+    found = paper_results.spot_check(results, points=3)
+    assert not found, (
+        f"{path.name}: {len(found)} numbers differ from the current code, e.g. {found[0]}; "
+        f"regenerate with python scripts/paper_scale.py {results['experiment']}"
+    )
