@@ -151,10 +151,13 @@ def test_flattest_generalise_tables():
     for row in near:
         assert row["floor"] <= row["flattest"] + 1e-9 and row["flattest"] <= row["worst"] + 1e-9
         assert row["worst_upsilon"] <= (1 + row["slack"]) * row["flattest_upsilon"] * (1 + 1e-9)
-    # the verdict of the primary outcome, for every interpolator with fixed noise
+    # the verdict reads the primary outcome's interval: the slope of (F − F*)/τ² with fixed noise, per interpolator
     assert {v["method"] for v in tables["verdicts"]} >= {"flattest", "control"}
+    primary = {(r["condition"], r["method"]): r for r in tables["rates"] if r["outcome"] == "excess/τ²"}
     for v in tables["verdicts"]:
-        assert v["verdict"] == flattest_generalise.verdict(v["low"], v["high"])
+        assert v["condition"] == "fixed noise"
+        rate = primary[v["condition"], v["method"]]
+        assert (v["rate"], v["low"], v["high"]) == (rate["rate"], rate["low"], rate["high"]), (v, rate)
     # the noise's dual bound is below the flattest measure (weak duality, eq-noise-dual)
     for row in runs:
         if row["noise_variance"] > 0 and row["method"] == "flattest":

@@ -136,3 +136,18 @@ def test_committed_results_are_what_the_current_code_computes(path, isolated_cac
         f"{path.name}: {len(found)} numbers differ from the current code, e.g. {found[0]}; "
         f"regenerate with python scripts/paper_scale.py {results['experiment']}"
     )
+
+
+def test_the_results_folder_is_found_from_the_root_from_book_and_from_a_folder_below(tmp_path):
+    root = Path(__file__).resolve().parent.parent
+    expected = root / "book" / "paper_scale" / "results"
+    for start in (root, root / "book", root / "book" / "api"):
+        assert paper_results.results_folder(start) == expected
+    with pytest.raises(FlatbookInputError, match="no book/paper_scale/results"):
+        paper_results.results_folder(tmp_path)
+
+
+def test_missing_committed_results_name_the_command_that_computes_them(tmp_path):
+    (tmp_path / "book" / "paper_scale" / "results").mkdir(parents=True)
+    with pytest.raises(FlatbookInputError, match="python scripts/paper_scale.py convex_dual"):
+        paper_results.committed("convex_dual", start=tmp_path)

@@ -38,7 +38,18 @@ from .experiments.runner import (
 )
 from .figures.saving import git_commit, machine, package_versions
 
-__all__ = ["FORMAT", "Difference", "run", "write", "load", "resume_into_cache", "spot_check", "differences"]
+__all__ = [
+    "FORMAT",
+    "Difference",
+    "run",
+    "write",
+    "load",
+    "results_folder",
+    "committed",
+    "resume_into_cache",
+    "spot_check",
+    "differences",
+]
 
 #: the layout of a results file; a reader refuses any other
 FORMAT = 1
@@ -132,6 +143,35 @@ def load(path: str | Path) -> dict:
     if not isinstance(results, dict) or results.get("format") != FORMAT:
         raise FlatbookInputError(f"{path} is not a results file of format {FORMAT}; regenerate it.")
     return results
+
+
+def results_folder(start: str | Path | None = None) -> Path:
+    """``book/paper_scale/results`` of the checkout that ``start`` (default: the working directory) lies in,
+    whether it is the checkout's root, ``book/`` (the build) or a folder with a notebook copy inside it."""
+    here = Path.cwd() if start is None else Path(start)
+    here = here.resolve()
+    candidates = [
+        here / "paper_scale" / "results",
+        *(p / "book" / "paper_scale" / "results" for p in (here, *here.parents)),
+    ]
+    found = next((folder for folder in candidates if folder.is_dir()), None)
+    if found is None:
+        raise FlatbookInputError(
+            f"no book/paper_scale/results folder above {here}: run this from the flatbook checkout."
+        )
+    return found
+
+
+def committed(experiment: str, start: str | Path | None = None) -> dict:
+    """The committed paper-scale results of ``experiment`` (:func:`results_folder`), loaded; a clear error when
+    there are none, naming the command that computes them."""
+    _module(experiment)
+    path = results_folder(start) / f"{experiment}.json"
+    if not path.is_file():
+        raise FlatbookInputError(
+            f"no paper-scale results for {experiment} in {path.parent}: python scripts/paper_scale.py {experiment}"
+        )
+    return load(path)
 
 
 def resume_into_cache(results: dict) -> int:
