@@ -29,7 +29,6 @@ from .backend import default_device
 from .errors import FlatbookInputError
 from .experiments import config_for
 from .experiments.runner import (
-    cache_counts,
     cache_dir,
     code_fingerprint,
     experiment_names,
@@ -92,7 +91,6 @@ def run(experiment: str, scale: str = "paper", jobs: int | None = None, *, allow
             "the checkout has uncommitted changes in src/ or book/: commit them first, so that the results name "
             "the code that computed them."
         )
-    before = cache_counts()
     start = time.perf_counter()
     tables = None
     with recording_points() as points:
@@ -100,7 +98,6 @@ def run(experiment: str, scale: str = "paper", jobs: int | None = None, *, allow
             tables = module.run(config, jobs=jobs)
         except KeyboardInterrupt:
             pass
-    after = cache_counts()
     return {
         "format": FORMAT,
         "experiment": experiment,
@@ -114,8 +111,8 @@ def run(experiment: str, scale: str = "paper", jobs: int | None = None, *, allow
         "device": str(default_device()),
         "wall_time_s": round(time.perf_counter() - start, 1),
         "command": shlex.join(sys.argv),
-        "points_computed": after["computed"] - before["computed"],
-        "points_cached": after["cached"] - before["cached"],
+        "points_computed": sum(point["seconds"] is not None for point in points),
+        "points_cached": sum(point["seconds"] is None for point in points),
         "created_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "tables": _plain(tables) if tables is not None else None,
         "points": _plain(list(points)),
