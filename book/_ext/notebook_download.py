@@ -204,15 +204,17 @@ def _code_cell(cell_id: str, source: str) -> dict:
 
 def packed_files(root: Path, folders: list[str]) -> dict[str, str]:
     """Every file under ``root/folder`` → its bytes, zlib-compressed and base64-encoded, keyed by its path
-    relative to the folder's parent (``book/paper_scale/cost.json`` → ``paper_scale/cost.json``)."""
+    relative to the folder's top folder, where the chapters run (``book/paper_scale/results/x.json`` →
+    ``paper_scale/results/x.json``)."""
     files = {}
     for folder in folders:
         base = root / folder
         if not base.is_dir():
             raise ValueError(f"notebook_download_files names {folder!r}, which is not a folder under {root}")
+        top = root / PurePosixPath(folder).parts[0]
         for path in sorted(p for p in base.rglob("*") if p.is_file()):
             packed = base64.b64encode(zlib.compress(path.read_bytes(), 9)).decode("ascii")
-            files[path.relative_to(base.parent).as_posix()] = packed
+            files[path.relative_to(top).as_posix()] = packed
     return files
 
 
