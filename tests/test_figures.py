@@ -243,6 +243,23 @@ def test_a_source_tree_of_another_project_cites_no_commit(tmp_path):
     assert saving.own_checkout(tmp_path / "src" / "flatbook") is None
 
 
+def test_changed_code_marks_the_commit_and_written_results_do_not(tmp_path):
+    """A run writes its results into book/paper_scale; that must not make the next run's commit look dirty."""
+    _git_init(tmp_path)
+    package = tmp_path / "src" / "flatbook"
+    package.mkdir(parents=True)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "flatbook"\n')
+    (package / "core.py").write_text("x = 1\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "."], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "code"], cwd=tmp_path, check=True)
+    (tmp_path / "book" / "paper_scale" / "results").mkdir(parents=True)
+    (tmp_path / "book" / "paper_scale" / "results" / "experiment.json").write_text("{}")
+    assert not saving.git_commit(package).endswith("+uncommitted-changes")
+    (tmp_path / "book" / "chapter.md").write_text("# changed\n")
+    assert saving.git_commit(package).endswith("+uncommitted-changes")
+
+
 def test_a_flatbook_source_tree_outside_git_cites_no_commit(tmp_path):
     (tmp_path / "src" / "flatbook").mkdir(parents=True)
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "flatbook"\n')

@@ -64,14 +64,15 @@ def own_checkout(package: Path = PACKAGE) -> Path | None:
 
 
 def git_commit(package: Path = PACKAGE) -> str | None:
-    """The commit of flatbook's own checkout (``+uncommitted-changes`` if src/ or book/ differ from it); None
-    when the package does not run from its checkout (the sidecar then cites the package version only)."""
+    """The commit of flatbook's own checkout (``+uncommitted-changes`` if src/ or book/ differ from it, the
+    results in book/paper_scale aside: they are outputs, not code); None when the package does not run from
+    its checkout (the sidecar then cites the package version only)."""
     root = own_checkout(package)
     if root is None:
         return None
     try:
         commit = _git(root, "rev-parse", "HEAD").strip()
-        dirty = _git(root, "status", "--porcelain", "--", "src", "book").strip()
+        dirty = _git(root, "status", "--porcelain", "--", "src", "book", ":(exclude)book/paper_scale").strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return commit + ("+uncommitted-changes" if dirty else "")
