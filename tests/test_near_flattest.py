@@ -73,6 +73,30 @@ def test_worst_and_best_match_the_enumerated_vertices(name):
     assert best.excess <= worst.flattest_excess + 1e-12 <= worst.excess + 2e-12
 
 
+def test_successive_vertices_of_one_model_match_cold_solves_and_the_enumeration():
+    """The vertex program keeps its basis between solves; objectives and budgets changed in any order
+    (an empty budget between two feasible ones included) give the enumeration's optimum each time."""
+    teacher, X, y, flattest = small_instance("relu")
+    near = near_flattest_set(X, y, "relu", 40, teacher, flattest=flattest)
+    Phi, w = near.Phi.numpy(), near.w.numpy()
+    generator = torch.Generator().manual_seed(0)
+    flattest_value = float(near.w @ near.start.abs())  # V of the flattest measure
+    solved = []
+    for budget in (1.2 * flattest_value, 0.5 * flattest_value, 1.05 * flattest_value, 3.0 * flattest_value):
+        objective = torch.randn(near.U.shape[0], generator=generator, dtype=torch.float64)
+        found = near.vertex(objective, budget)
+        corners = vertices(Phi, w, y.numpy(), budget)
+        solved.append(bool(corners))
+        if not corners:
+            assert found is None
+            continue
+        assert found is not None
+        assert float(objective @ found) == pytest.approx(max(float(objective.numpy() @ mu) for mu in corners), rel=1e-9)
+        assert float(near.w @ found.abs()) <= budget * (1 + 1e-9)
+        torch.testing.assert_close(near.Phi @ found, y, rtol=0, atol=1e-9)
+    assert solved == [True, False, True, True]  # half the flattest V is below every interpolating measure
+
+
 def test_the_range_widens_with_the_slack():
     teacher, X, y, flattest = small_instance()
     ranges = []

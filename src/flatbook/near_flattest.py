@@ -34,8 +34,9 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
+import highspy
 import numpy as np
-import scipy.optimize
+import scipy.sparse
 import torch
 
 from .activations import get_activation
@@ -75,6 +76,44 @@ class NearFlattest:
     excess_floor: float | None = None
 
 
+class _VertexProgram:
+    """max cᵀμ over P_B = {μ : Φμ = y, Σ_j w_j|μ_j| ≤ B} as one HiGHS model (μ = z⁺ − z⁻, z ≥ 0) whose objective
+    and budget change between solves: each solve starts from the previous basis, and the successive linear
+    programs of a climb or of Frank–Wolfe differ only in their objective."""
+
+    def __init__(self, Phi: np.ndarray, w: np.ndarray, y: np.ndarray):
+        n, k = Phi.shape
+        self.n, self.k = n, k
+        A = scipy.sparse.csc_matrix(np.vstack([np.hstack([Phi, -Phi]), np.concatenate([w, w])[None, :]]))
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = 2 * k, n + 1
+        lp.col_cost_ = np.zeros(2 * k)
+        lp.col_lower_ = np.zeros(2 * k)
+        lp.col_upper_ = np.full(2 * k, highspy.kHighsInf)
+        lp.row_lower_ = np.concatenate([y, [-highspy.kHighsInf]])
+        lp.row_upper_ = np.concatenate([y, [highspy.kHighsInf]])  # the budget row's bound is set by each solve
+        lp.sense_ = highspy.ObjSense.kMaximize
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = A.indptr, A.indices, A.data
+        self.highs = highspy.Highs()
+        self.highs.setOptionValue("output_flag", False)
+        # HiGHS's default 1e-7 leaves Φμ − y at ~1e-8 max|y| on some vertices; a least-squares polish on the
+        # support is no cure (the support's Φ can be nearly singular, and the step then leaves the budget)
+        self.highs.setOptionValue("primal_feasibility_tolerance", 1e-10)
+        self.highs.setOptionValue("dual_feasibility_tolerance", 1e-10)
+        self.highs.passModel(lp)
+
+    def argmax(self, c: np.ndarray, budget: float) -> np.ndarray | None:
+        """The maximising vertex μ, or None when P_budget is empty."""
+        self.highs.changeColsCost(2 * self.k, np.arange(2 * self.k, dtype=np.int32), np.concatenate([c, -c]))
+        self.highs.changeRowBounds(self.n, -highspy.kHighsInf, budget)
+        self.highs.run()
+        if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
+        z = np.asarray(self.highs.getSolution().col_value)
+        return z[: self.k] - z[self.k :]
+
+
 class NearFlattestSet:
     """The polytope P_B of the near-flattest measures over a dictionary, with the exact population loss on it.
 
@@ -97,6 +136,7 @@ class NearFlattestSet:
         K = flattest.atoms.directions.shape[0]
         self.start = torch.zeros(self.U.shape[0], dtype=X.dtype, device=X.device)
         self.start[: int(live[:K].sum())] = flattest.atoms.weights[live[:K]]
+        self._vertex_lp: _VertexProgram | None = None  # built at the first vertex asked for
 
     def budget_at(self, slack: float) -> float:
         """B(ε): the largest V of a measure whose even split has Υ ≤ (1 + ε) Υ_best (eq. ``eq-splitting``)."""
@@ -109,26 +149,10 @@ class NearFlattestSet:
 
     def vertex(self, objective: torch.Tensor, budget: float) -> torch.Tensor | None:
         """argmax objectiveᵀμ over P_budget (HiGHS), or None if it is empty at this budget."""
-        k = self.U.shape[0]
-        c = objective.cpu().numpy()
-        Phi = self.Phi.cpu().numpy()
-        w = self.w.cpu().numpy()
-        result = scipy.optimize.linprog(
-            np.concatenate([-c, c]),
-            A_ub=np.concatenate([w, w])[None, :],
-            b_ub=[budget],
-            A_eq=np.hstack([Phi, -Phi]),
-            b_eq=self.y.cpu().numpy(),
-            bounds=(0, None),
-            method="highs",
-            # HiGHS's default 1e-7 leaves Φμ − y at ~1e-8 max|y| on some vertices; a least-squares polish on the
-            # support is no cure (the support's Φ can be nearly singular, and the step then leaves the budget)
-            options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
-        )
-        if result.status != 0:
-            return None
-        z = torch.as_tensor(result.x, dtype=self.X.dtype, device=self.X.device)
-        return z[:k] - z[k:]
+        if self._vertex_lp is None:
+            self._vertex_lp = _VertexProgram(self.Phi.cpu().numpy(), self.w.cpu().numpy(), self.y.cpu().numpy())
+        mu = self._vertex_lp.argmax(objective.cpu().numpy(), budget)
+        return None if mu is None else torch.as_tensor(mu, dtype=self.X.dtype, device=self.X.device)
 
     def climb(self, mu: torch.Tensor, budget: float, max_steps: int, sign: float = 1.0) -> torch.Tensor:
         """Successive LPs from μ: each step goes to the vertex of P_budget that maximises (``sign`` = 1) or
