@@ -151,3 +151,28 @@ def test_missing_committed_results_name_the_command_that_computes_them(tmp_path)
     (tmp_path / "book" / "paper_scale" / "results").mkdir(parents=True)
     with pytest.raises(FlatbookInputError, match="python scripts/paper_scale.py convex_dual"):
         paper_results.committed("convex_dual", start=tmp_path)
+
+
+def test_a_chapter_reads_only_a_complete_run_of_the_current_paper_configuration(smoke_results, tmp_path):
+    from flatbook.experiments import symmetry_paradox
+
+    folder = tmp_path / "book" / "paper_scale" / "results"
+    paper_config = json.loads(json.dumps(dataclasses.asdict(symmetry_paradox.CONFIGS["paper"])))
+    paper_run = {**smoke_results, "scale": "paper", "config": paper_config}
+    paper_results.write(paper_run, folder / "symmetry_paradox.json")
+    assert paper_results.complete_run("symmetry_paradox", start=tmp_path)["config"] == paper_config
+    paper_results.write({**paper_run, "config": smoke_results["config"]}, folder / "symmetry_paradox.json")
+    with pytest.raises(FlatbookInputError, match="another paper configuration.*--again"):
+        paper_results.complete_run("symmetry_paradox", start=tmp_path)
+    paper_results.write({**paper_run, "complete": False, "tables": None}, folder / "symmetry_paradox.json")
+    with pytest.raises(FlatbookInputError, match="stopped with .* points done: resume it"):
+        paper_results.complete_run("symmetry_paradox", start=tmp_path)
+
+
+def test_the_provenance_names_the_command_commit_and_whether_the_code_is_current(smoke_results):
+    results = {**smoke_results, "git_commit": "a" * 40, "wall_time_s": 90.0}
+    sentence = paper_results.provenance(results)
+    assert "`python scripts/paper_scale.py symmetry_paradox`" in sentence and "`aaaaaaaaaaaa`" in sentence
+    assert "1.5 minutes" in sentence and "the current computing code" in sentence
+    older = paper_results.provenance({**results, "code_fingerprint": "0" * 64})
+    assert "an older computing code" in older

@@ -45,6 +45,8 @@ __all__ = [
     "load",
     "results_folder",
     "committed",
+    "complete_run",
+    "provenance",
     "resume_into_cache",
     "spot_check",
     "differences",
@@ -169,6 +171,46 @@ def committed(experiment: str, start: str | Path | None = None) -> dict:
             f"no paper-scale results for {experiment} in {path.parent}: python scripts/paper_scale.py {experiment}"
         )
     return load(path)
+
+
+def complete_run(experiment: str, start: str | Path | None = None) -> dict:
+    """The committed paper-scale results of ``experiment`` that a chapter may read: complete, and of the paper
+    configuration the current code's experiment has; otherwise an error naming the command that makes them."""
+    results = committed(experiment, start)
+    command = f"python scripts/paper_scale.py {experiment}"
+    if not results["complete"]:
+        raise FlatbookInputError(
+            f"the paper-scale run of {experiment} was stopped with {len(results['points'])} points done: "
+            f"resume it with {command}"
+        )
+    config = config_for(_module(experiment).CONFIGS, "paper")
+    if results["config"] != _plain(dataclasses.asdict(config)):
+        raise FlatbookInputError(
+            f"the committed paper-scale results of {experiment} are of another paper configuration: {command} --again"
+        )
+    return results
+
+
+def provenance(results: dict) -> str:
+    """Where committed results come from, as a sentence for a chapter (Markdown): file, command, commit,
+    wall time, machine, and whether the computing code that made them is the current one."""
+    experiment = results["experiment"]
+    current = results["code_fingerprint"] == code_fingerprint()
+    code = (
+        "by the current computing code"
+        if current
+        else "by an older computing code, whose cheapest points the tests recompute with the current one"
+    )
+    resumed = (
+        ""
+        if results.get("points_cached", 0) == 0
+        else f" (resumed: {results['points_cached']} points from earlier runs)"
+    )
+    return (
+        f"Read from `book/paper_scale/results/{experiment}.json`, written by "
+        f"`python scripts/paper_scale.py {experiment}` at commit `{(results['git_commit'] or '')[:12]}` "
+        f"in {results['wall_time_s'] / 60:.1f} minutes{resumed} on {results['machine']}, {code}."
+    )
 
 
 def resume_into_cache(results: dict) -> int:
