@@ -176,3 +176,11 @@ def test_the_provenance_names_the_command_commit_and_whether_the_code_is_current
     assert "1.5 minutes" in sentence and "the current computing code" in sentence
     older = paper_results.provenance({**results, "code_fingerprint": "0" * 64})
     assert "an older computing code" in older
+
+
+def test_the_fingerprint_is_of_the_code_the_run_started_with(isolated_cache, monkeypatch):
+    """Source files edited while a long run goes on must not be credited with its numbers."""
+    calls = iter(["started-with", "edited-meanwhile", "edited-meanwhile"])
+    monkeypatch.setattr(paper_results, "code_fingerprint", lambda: next(calls))
+    results = paper_results.run("symmetry_paradox", "smoke", jobs=1, allow_uncommitted=True)
+    assert results["code_fingerprint"] == "started-with"

@@ -93,6 +93,7 @@ def run(experiment: str, scale: str = "paper", jobs: int | None = None, *, allow
             "the checkout has uncommitted changes in src/ or book/: commit them first, so that the results name "
             "the code that computed them."
         )
+    fingerprint = code_fingerprint()  # of the code as the run starts: the files may change while it runs
     start = time.perf_counter()
     tables = None
     with recording_points() as points:
@@ -106,7 +107,7 @@ def run(experiment: str, scale: str = "paper", jobs: int | None = None, *, allow
         "scale": scale,
         "complete": tables is not None,
         "config": _plain(dataclasses.asdict(config)),
-        "code_fingerprint": code_fingerprint(),
+        "code_fingerprint": fingerprint,
         "git_commit": commit,
         "versions": package_versions(),
         "machine": machine(),
