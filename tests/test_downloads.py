@@ -9,10 +9,12 @@ anchor of the published book that exists in the built site (the site's ``html.ba
 Which notebooks are executed, and why not all: each chapter is already executed once per CI run (by the book
 build), and executing them all once more costs about five minutes of CI's thirty.  What a copy
 outside the checkout changes is the folder the kernel starts in, so only the notebooks whose code reads files
-(``reads_files``: paths, ``open``, ``paper_scale``...) are executed here, from a temporary folder; the others
-compute from the installed package alone, which the build checks.  A chapter that starts reading files is picked up
-by the same scan and executed too.  After the run, the outputs the code wrote must again hold no raw role (the
-notebook's own formatter cell resolves them) and must equal the saved ones.
+(``reads_files``: paths, ``open``, ``paper_scale``...) can behave differently there.  The chapters that read
+their experiment's committed paper-scale results do it one way (``paper_results.complete_run``, which finds
+``paper_scale/results`` next to the notebook, where the download's first cells write the files it carries):
+every such notebook is checked to carry the files it reads, and the first of them is executed here, from a
+temporary folder, with every page that reads files in any other way.  After the run, the outputs the code wrote
+must again hold no raw role (the notebook's own formatter cell resolves them) and must equal the saved ones.
 """
 
 import json
@@ -156,14 +158,57 @@ def test_the_checks_catch_what_they_look_for(html_dir):
     assert not reads_files({"cells": [{"cell_type": "code", "source": "plot('ch3-gap', tables)"}]})
 
 
-def _portable_pages(html_dir: Path) -> list[str]:
-    return [page for page in _offered(html_dir) if reads_files(_downloaded(html_dir, page))]
+#: a chapter's read of its experiment's committed paper-scale results, through the one function that finds them
+READS_COMMITTED = re.compile(r"paper_results\.complete_run\(\"(\w+)\"\)")
+
+
+def committed_results_read(notebook: dict) -> set[str]:
+    """The experiments whose committed results the notebook's code reads with ``paper_results.complete_run``."""
+    code = [_text(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    return {name for source in code for name in READS_COMMITTED.findall(source)}
+
+
+def reads_other_files(notebook: dict) -> bool:
+    """Whether the code reads files otherwise than through ``paper_results.complete_run`` (and the
+    ``paper_results`` calls that only format what it returned)."""
+    code = [_text(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    stripped = [
+        re.sub(r"paper_results\.(complete_run|provenance)\(|from flatbook import paper_results", "", c) for c in code
+    ]
+    return any(READS_FILES.search(source) for source in stripped)
+
+
+def _executed_here(html_dir: Path) -> list[str]:
+    """Every page that reads files of its own, and the first one that reads only committed results: those all
+    go through ``paper_results.complete_run`` and the files the download carries, one mechanism, executed once."""
+    pages = [page for page in _offered(html_dir) if reads_files(_downloaded(html_dir, page))]
+    own = [page for page in pages if reads_other_files(_downloaded(html_dir, page))]
+    results_only = [page for page in pages if page not in own]
+    return own + results_only[:1]
 
 
 def test_a_notebook_that_reads_files_is_executed_here(html_dir):
-    """The scan finds the pages that read the repository's files (reproduce: book/paper_scale; chapter 3: its
-    committed paper-scale results)."""
-    assert {"book/reproduce", "book/03-bad-interpolators"} <= set(_portable_pages(html_dir))
+    """The scan finds the pages that read the repository's files: the reproduce page reads book/paper_scale of
+    its own, chapter 1 (the first chapter) only its committed paper-scale results."""
+    assert _executed_here(html_dir)[-2:] == ["book/reproduce", "book/01-symmetry-paradox"]
+
+
+def test_the_checks_for_committed_results_catch_what_they_look_for():
+    reads = {"cells": [{"cell_type": "code", "source": 'paper = paper_results.complete_run("convex_dual")'}]}
+    assert committed_results_read(reads) == {"convex_dual"} and not reads_other_files(reads)
+    assert reads_other_files({"cells": [{"cell_type": "code", "source": 'Path("paper_scale") / "x.json"'}]})
+
+
+def test_every_notebook_carries_the_committed_results_it_reads(html_dir):
+    """A chapter that reads an experiment's committed results must carry that file in its download (the
+    ``notebook_download_files`` entry of _config.yml), or a reader's copy stops with an error."""
+    for page in _offered(html_dir):
+        notebook = _downloaded(html_dir, page)
+        carried = "".join(_text(c["source"]) for c in notebook["cells"] if c.get("id") == "repository-files")
+        missing = [
+            name for name in committed_results_read(notebook) if f"'paper_scale/results/{name}.json'" not in carried
+        ]
+        assert not missing, f"{page}.ipynb reads the committed results of {missing} without carrying them"
 
 
 @pytest.mark.slow
@@ -171,7 +216,7 @@ def test_notebooks_that_read_files_run_outside_the_checkout(html_dir, tmp_path):
     import nbformat
     from nbclient import NotebookClient
 
-    for page in _portable_pages(html_dir):
+    for page in _executed_here(html_dir):
         folder = tmp_path / Path(page).name
         folder.mkdir()
         copy = folder / f"{Path(page).name}.ipynb"

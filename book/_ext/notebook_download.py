@@ -16,7 +16,7 @@ for a reader without the book's tool chain:
   a second cell makes a re-run show those citations as links too (an IPython formatter with the page's
   references, resolved here);
 - a page that reads files of the repository (``notebook_download_files`` in the Sphinx config: page name →
-  folders) carries them: a cell writes them next to the notebook unless they are there, so the copy runs
+  files and folders) carries them: a cell writes them next to the notebook unless they are there, so the copy runs
   outside the checkout.
 
 sphinx-book-theme lists a page's ``.ipynb`` in the download menu when the page context has
@@ -202,17 +202,17 @@ def _code_cell(cell_id: str, source: str) -> dict:
     }
 
 
-def packed_files(root: Path, folders: list[str]) -> dict[str, str]:
-    """Every file under ``root/folder`` → its bytes, zlib-compressed and base64-encoded, keyed by its path
-    relative to the folder's top folder, where the chapters run (``book/paper_scale/results/x.json`` →
-    ``paper_scale/results/x.json``)."""
+def packed_files(root: Path, paths: list[str]) -> dict[str, str]:
+    """Every file named, or under a folder named, in ``paths`` (relative to ``root``) → its bytes,
+    zlib-compressed and base64-encoded, keyed by its path relative to the top folder, where the chapters run
+    (``book/paper_scale/results/x.json`` → ``paper_scale/results/x.json``)."""
     files = {}
-    for folder in folders:
-        base = root / folder
-        if not base.is_dir():
-            raise ValueError(f"notebook_download_files names {folder!r}, which is not a folder under {root}")
-        top = root / PurePosixPath(folder).parts[0]
-        for path in sorted(p for p in base.rglob("*") if p.is_file()):
+    for name in paths:
+        base = root / name
+        if not (base.is_dir() or base.is_file()):
+            raise ValueError(f"notebook_download_files names {name!r}, which is no file or folder under {root}")
+        top = root / PurePosixPath(name).parts[0]
+        for path in [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file()):
             packed = base64.b64encode(zlib.compress(path.read_bytes(), 9)).decode("ascii")
             files[path.relative_to(top).as_posix()] = packed
     return files
@@ -271,7 +271,7 @@ def write_readable_copy(app, pagename, templatename, context, doctree):
 
 
 def setup(app):
-    # page name → folders of the repository (relative to the book's root) its downloaded notebook carries
+    # page name → files and folders of the repository (relative to the book's root) its downloaded notebook carries
     app.add_config_value("notebook_download_files", {}, "html", dict)
     app.connect("html-page-context", offer_notebook, priority=450)
     app.connect("html-page-context", write_readable_copy, priority=600)
