@@ -131,8 +131,8 @@ def plot_excess_loss(tables: dict) -> Figure:
 
 @figure("ch4-near-range", flattest_generalise, "The range of the excess over the near-flattest set against n")
 def plot_near_range(tables: dict) -> Figure:
-    """Per condition: the median over datasets of the floor over the dictionary (dashed) and the worst found (solid) of the
-    excess over {Υ ≤ (1 + ε)Υ_found} for each slack ε, beside the solver's interpolator (thick)."""
+    """Per condition: the median over datasets of the floor over the dictionary (dashed) and the worst found
+    (solid) of the excess over {Υ ≤ (1 + ε)Υ_found} for each slack ε, beside the solver's interpolator (thick)."""
     near = tables["near"]
     conditions = list(dict.fromkeys(column(near, "condition")))
     slacks = sorted(set(column(near, "slack")))
@@ -147,7 +147,8 @@ def plot_near_range(tables: dict) -> Figure:
                 x, worst = _median_by_n(rows, lambda r: _relative(r, "worst"))
                 ax.plot(x, worst, "-", marker="^", ms=4, color=shade, label=f"worst found, ε = {100 * slack:g} %")
                 x, floor = _median_by_n(rows, lambda r: _relative(r, "floor"))
-                ax.plot(x, floor, "--", marker="v", ms=4, color=shade, label=f"floor on the dictionary, ε = {100 * slack:g} %")
+                label = f"floor on the dictionary, ε = {100 * slack:g} %"
+                ax.plot(x, floor, "--", marker="v", ms=4, color=shade, label=label)
             x, found = _median_by_n(where(sel, slack=slacks[0]), lambda r: _relative(r, "flattest"))
             ax.plot(x, found, "-", lw=2.4, color=colour, marker=marker, label="the solver's")
             _log_axes(ax, ns)
