@@ -51,6 +51,13 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     paper_results.write(results, path)
+    if results["failure"]:
+        print(
+            f"error: a point could not be computed ({results['failure']}); the {len(results['points'])} points "
+            f"that finished are in {path}, and the same command resumes from them once the cause is fixed.",
+            file=sys.stderr,
+        )
+        return 1
     state = "complete" if results["complete"] else "stopped; run the same command to resume"
     print(
         f"{path}: {state}, {len(results['points'])} points ({results['points_computed']} computed, "

@@ -184,3 +184,19 @@ def test_the_fingerprint_is_of_the_code_the_run_started_with(isolated_cache, mon
     monkeypatch.setattr(paper_results, "code_fingerprint", lambda: next(calls))
     results = paper_results.run("symmetry_paradox", "smoke", jobs=1, allow_uncommitted=True)
     assert results["code_fingerprint"] == "started-with"
+
+
+def test_a_point_the_solver_cannot_compute_stops_the_run_with_its_finished_points_and_the_cause(
+    isolated_cache, monkeypatch
+):
+    from flatbook.errors import SolverError
+    from flatbook.experiments import symmetry_paradox
+
+    def failing_run(config, jobs=None):
+        map_points(square_plus, Shift(), [{"x": 1.0}], experiment="symmetry_paradox", jobs=1)  # one finishes
+        raise SolverError("HiGHS stopped with status 'Time limit reached' on the restricted master.")
+
+    monkeypatch.setattr(symmetry_paradox, "run", failing_run)
+    results = paper_results.run("symmetry_paradox", "smoke", jobs=1, allow_uncommitted=True)
+    assert not results["complete"] and results["tables"] is None and len(results["points"]) == 1
+    assert results["failure"].startswith("SolverError: HiGHS stopped")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .backend import default_device
-from .errors import FlatbookInputError
+from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverError
 from .experiments import config_for
 from .experiments.runner import (
     cache_dir,
@@ -82,8 +82,9 @@ def run(experiment: str, scale: str = "paper", jobs: int | None = None, *, allow
     """Run ``experiment`` at ``scale`` with its points recorded; the results file's content (:func:`write`).
 
     Refuses to start when the checkout has uncommitted changes in src/ or book/ (the commit would not say what
-    computed the numbers) unless ``allow_uncommitted``. Interrupted (KeyboardInterrupt), it returns the points
-    that finished with ``complete`` False and no tables.
+    computed the numbers) unless ``allow_uncommitted``. Interrupted (KeyboardInterrupt), or stopped by a point
+    the code cannot compute (a solver error, named in ``failure``), it returns the points that finished with
+    ``complete`` False and no tables.
     """
     module = _module(experiment)
     config = config_for(module.CONFIGS, scale)
@@ -96,16 +97,20 @@ def run(experiment: str, scale: str = "paper", jobs: int | None = None, *, allow
     fingerprint = code_fingerprint()  # of the code as the run starts: the files may change while it runs
     start = time.perf_counter()
     tables = None
+    failure = None
     with recording_points() as points:
         try:
             tables = module.run(config, jobs=jobs)
         except KeyboardInterrupt:
             pass
+        except (SolverError, InfeasibleInterpolationError) as exc:  # a point the code could not compute
+            failure = f"{type(exc).__name__}: {exc}"
     return {
         "format": FORMAT,
         "experiment": experiment,
         "scale": scale,
         "complete": tables is not None,
+        "failure": failure,
         "config": _plain(dataclasses.asdict(config)),
         "code_fingerprint": fingerprint,
         "git_commit": commit,
@@ -180,8 +185,9 @@ def complete_run(experiment: str, start: str | Path | None = None) -> dict:
     results = committed(experiment, start)
     command = f"python scripts/paper_scale.py {experiment}"
     if not results["complete"]:
+        cause = f" by {results['failure']}" if results.get("failure") else ""
         raise FlatbookInputError(
-            f"the paper-scale run of {experiment} was stopped with {len(results['points'])} points done: "
+            f"the paper-scale run of {experiment} was stopped{cause} with {len(results['points'])} points done: "
             f"resume it with {command}"
         )
     config = config_for(_module(experiment).CONFIGS, "paper")
