@@ -163,6 +163,11 @@ def test_every_chapter_figure_is_registered_and_shown_by_its_id():
             text,
         )
         registered = [spec.id for spec in REGISTRY.values() if spec.chapter == f"book/{chapter.name}"]
+        # a figure redrawn from the chapter's committed paper-scale results: fig-<id>-paper, by the same function
+        paper = [label.removesuffix("-paper") for label in labels if label.endswith("-paper")]
+        labels = [label for label in labels if not label.endswith("-paper")]
+        assert paper == re.findall(r'plot\("([\w-]+)", paper\["tables"\]\)', text), chapter.name
+        assert set(paper) <= set(registered), chapter.name
         assert labels == shown == drawn == registered, chapter.name
 
 
