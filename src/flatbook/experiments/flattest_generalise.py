@@ -137,8 +137,9 @@ CONFIGS = {
     # the near-flattest range at book scale: every condition and slack, four starts (the paper scale's), fewer
     # Frank-Wolfe steps; the paper scale adds sizes and seeds
     "book": Config(worst_starts=4, floor_steps=6),
-    # the paper scale: nine sizes to n = 192 and 20 seeds, enough for the verdict's interval on (F − F*)/τ² to
-    # fit inside ±DELTA if the per-seed spread at book scale holds (chapter 4 projects it from its own run)
+    # the paper scale: nine sizes to n = 192 and 20 seeds; chapter 4 projects from its own per-seed spread
+    # whether the verdict's interval on (F − F*)/τ² can then be narrower than ±DELTA (necessary for "level",
+    # not sufficient: the mean slope must be small too)
     "paper": Config(
         n_grid=(12, 17, 24, 34, 48, 68, 96, 136, 192),
         seeds=20,
