@@ -1,4 +1,4 @@
-"""Run an experiment's paper configuration and commit-ready results: book/paper_scale/results/EXPERIMENT.json.
+"""Run an experiment's paper configuration and commit-ready results: book/paper_scale/results/EXPERIMENT.json.gz.
 
     python scripts/paper_scale.py bad_interpolators            # two processes, resumes from the results file
     python scripts/paper_scale.py mirror_flow --jobs 4
@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
-    path = RESULTS / f"{args.experiment}.json"
+    path = RESULTS / paper_results.file_name(args.experiment)
     if path.exists():
         previous = paper_results.load(path)
         if previous["complete"] and previous["code_fingerprint"] == code_fingerprint() and not args.again:

@@ -206,7 +206,7 @@ def test_every_notebook_carries_the_committed_results_it_reads(html_dir):
         notebook = _downloaded(html_dir, page)
         carried = "".join(_text(c["source"]) for c in notebook["cells"] if c.get("id") == "repository-files")
         missing = [
-            name for name in committed_results_read(notebook) if f"'paper_scale/results/{name}.json'" not in carried
+            name for name in committed_results_read(notebook) if f"'paper_scale/results/{name}.json.gz'" not in carried
         ]
         assert not missing, f"{page}.ipynb reads the committed results of {missing} without carrying them"
 

@@ -2,6 +2,7 @@
 results file in book/paper_scale/results recomputed at its cheapest points with the current code."""
 
 import dataclasses
+import gzip
 import json
 import math
 from pathlib import Path
@@ -12,7 +13,7 @@ from flatbook import paper_results
 from flatbook.errors import FlatbookInputError
 from flatbook.experiments.runner import cache_counts, map_points, recording_points
 
-COMMITTED = sorted((Path(__file__).resolve().parent.parent / "book" / "paper_scale" / "results").glob("*.json"))
+COMMITTED = sorted((Path(__file__).resolve().parent.parent / "book" / "paper_scale" / "results").glob("*.json.gz"))
 
 
 def square_plus(config, x):
@@ -65,10 +66,14 @@ def test_a_run_records_tables_points_and_provenance(smoke_results):
         assert r[field], field
 
 
-def test_written_results_load_back_equal(smoke_results, tmp_path):
-    path = paper_results.write(smoke_results, tmp_path / "results" / "symmetry_paradox.json")
+def test_written_results_load_back_equal_and_the_same_results_give_the_same_bytes(smoke_results, tmp_path):
+    path = paper_results.write(smoke_results, tmp_path / "results" / paper_results.file_name("symmetry_paradox"))
     assert paper_results.load(path) == json.loads(json.dumps(smoke_results))
-    assert path.read_text().count("\n") >= len(smoke_results["points"])  # one point per line: readable diffs
+    assert gzip.decompress(path.read_bytes()).count(b"\n") >= len(smoke_results["points"])  # one point per line
+    again = paper_results.write(smoke_results, tmp_path / "again" / path.name)
+    assert again.read_bytes() == path.read_bytes()  # no date in the gzip header
+    plain = paper_results.write(smoke_results, tmp_path / "plain.json")
+    assert paper_results.load(plain) == paper_results.load(path)
 
 
 def test_the_spot_check_finds_no_difference_with_the_same_code_and_names_a_doctored_number(smoke_results):
@@ -122,6 +127,9 @@ def test_bad_files_and_names_get_clear_errors(tmp_path):
         paper_results.load(tmp_path / "x.json")
     with pytest.raises(FlatbookInputError, match="not a readable"):
         paper_results.load(tmp_path / "missing.json")
+    (tmp_path / "truncated.json.gz").write_bytes(gzip.compress(b'{"format": 1}')[:-6])
+    with pytest.raises(FlatbookInputError, match="not a readable"):
+        paper_results.load(tmp_path / "truncated.json.gz")
     with pytest.raises(FlatbookInputError, match="unknown experiment"):
         paper_results.run("no_such_experiment")
 
@@ -159,12 +167,13 @@ def test_a_chapter_reads_only_a_complete_run_of_the_current_paper_configuration(
     folder = tmp_path / "book" / "paper_scale" / "results"
     paper_config = json.loads(json.dumps(dataclasses.asdict(symmetry_paradox.CONFIGS["paper"])))
     paper_run = {**smoke_results, "scale": "paper", "config": paper_config}
-    paper_results.write(paper_run, folder / "symmetry_paradox.json")
+    path = folder / paper_results.file_name("symmetry_paradox")
+    paper_results.write(paper_run, path)
     assert paper_results.complete_run("symmetry_paradox", start=tmp_path)["config"] == paper_config
-    paper_results.write({**paper_run, "config": smoke_results["config"]}, folder / "symmetry_paradox.json")
+    paper_results.write({**paper_run, "config": smoke_results["config"]}, path)
     with pytest.raises(FlatbookInputError, match="another paper configuration.*--again"):
         paper_results.complete_run("symmetry_paradox", start=tmp_path)
-    paper_results.write({**paper_run, "complete": False, "tables": None}, folder / "symmetry_paradox.json")
+    paper_results.write({**paper_run, "complete": False, "tables": None}, path)
     with pytest.raises(FlatbookInputError, match="stopped with .* points done: resume it"):
         paper_results.complete_run("symmetry_paradox", start=tmp_path)
 

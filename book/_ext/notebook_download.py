@@ -205,7 +205,7 @@ def _code_cell(cell_id: str, source: str) -> dict:
 def packed_files(root: Path, paths: list[str]) -> dict[str, str]:
     """Every file named, or under a folder named, in ``paths`` (relative to ``root``) → its bytes,
     zlib-compressed and base64-encoded, keyed by its path relative to the top folder, where the chapters run
-    (``book/paper_scale/results/x.json`` → ``paper_scale/results/x.json``)."""
+    (``book/paper_scale/results/x.json.gz`` → ``paper_scale/results/x.json.gz``)."""
     files = {}
     for name in paths:
         base = root / name

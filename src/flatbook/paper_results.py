@@ -1,7 +1,8 @@
 """Paper-scale results committed with the book: an experiment's tables and every point, with their provenance.
 
 ``python scripts/paper_scale.py EXPERIMENT`` runs an experiment's paper configuration and writes
-``book/paper_scale/results/EXPERIMENT.json`` (:func:`write`): the tables the chapter reads, every point with the
+``book/paper_scale/results/EXPERIMENT.json.gz`` (:func:`write`; gzip-compressed JSON, one point per line
+inside): the tables the chapter reads, every point with the
 function that computed it, its result and its seconds (:func:`flatbook.experiments.runner.recording_points`),
 and the provenance: the commit (a run refuses uncommitted changes), the computing code's fingerprint, the
 configuration, machine, device, library versions, wall time, command line and cache hits.
@@ -16,12 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import gzip
 import importlib
 import json
 import math
 import shlex
 import sys
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,7 @@ from .figures.saving import git_commit, machine, package_versions
 __all__ = [
     "FORMAT",
     "Difference",
+    "file_name",
     "run",
     "write",
     "load",
@@ -127,23 +131,32 @@ def run(experiment: str, scale: str = "paper", jobs: int | None = None, *, allow
     }
 
 
+def file_name(experiment: str) -> str:
+    """The name of an experiment's results file in ``book/paper_scale/results``."""
+    return f"{experiment}.json.gz"
+
+
 def write(results: dict, path: str | Path) -> Path:
-    """Write ``results`` (from :func:`run`) as compact JSON, one point per line; return the path."""
+    """Write ``results`` (from :func:`run`) as compact JSON, one point per line (readable after ``gunzip``),
+    gzip-compressed when ``path`` ends in ``.gz`` with no date in the header (the same results, the same
+    bytes); return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     head = {key: value for key, value in results.items() if key != "points"}
     lines = [json.dumps(point, sort_keys=True, separators=(",", ":")) for point in results["points"]]
     body = json.dumps(head, sort_keys=True, separators=(",", ":"))[:-1]
-    path.write_text(body + ',"points":[\n' + ",\n".join(lines) + "\n]}\n")
+    text = (body + ',"points":[\n' + ",\n".join(lines) + "\n]}\n").encode()
+    path.write_bytes(gzip.compress(text, compresslevel=9, mtime=0) if path.suffix == ".gz" else text)
     return path
 
 
 def load(path: str | Path) -> dict:
-    """A results file written by :func:`write`, checked for its format."""
+    """A results file written by :func:`write` (plain or gzip-compressed), checked for its format."""
     path = Path(path)
     try:
-        results = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        raw = path.read_bytes()
+        results = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+    except (OSError, EOFError, zlib.error, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise FlatbookInputError(f"{path} is not a readable results file ({exc}).") from exc
     if not isinstance(results, dict) or results.get("format") != FORMAT:
         raise FlatbookInputError(f"{path} is not a results file of format {FORMAT}; regenerate it.")
@@ -171,7 +184,7 @@ def committed(experiment: str, start: str | Path | None = None) -> dict:
     """The committed paper-scale results of ``experiment`` (:func:`results_folder`), loaded; a clear error when
     there are none, naming the command that computes them."""
     _module(experiment)
-    path = results_folder(start) / f"{experiment}.json"
+    path = results_folder(start) / file_name(experiment)
     if not path.is_file():
         raise FlatbookInputError(
             f"no paper-scale results for {experiment} in {path.parent}: python scripts/paper_scale.py {experiment}"
@@ -214,7 +227,7 @@ def provenance(results: dict) -> str:
         else f" (resumed: {results['points_cached']} points from earlier runs)"
     )
     return (
-        f"Read from `book/paper_scale/results/{experiment}.json`, written by "
+        f"Read from `book/paper_scale/results/{file_name(experiment)}`, written by "
         f"`python scripts/paper_scale.py {experiment}` at commit `{(results['git_commit'] or '')[:12]}` "
         f"in {results['wall_time_s'] / 60:.1f} minutes{resumed} on {results['machine']}, {code}."
     )
