@@ -20,6 +20,7 @@ must again hold no raw role (the notebook's own formatter cell resolves them) an
 import json
 import re
 import shutil
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -28,6 +29,9 @@ import pytest
 import yaml
 
 from conftest import ROOT, toc_pages
+
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+import notebook_download  # noqa: E402  (the book's extension, which writes the downloaded notebooks)
 
 pytestmark = pytest.mark.book
 
@@ -162,16 +166,25 @@ def test_the_checks_catch_what_they_look_for(html_dir):
 READS_COMMITTED = re.compile(r"paper_results\.complete_run\(\"(\w+)\"\)")
 
 
+def chapter_code(notebook: dict) -> list[str]:
+    """The source of every code cell the chapter wrote (not those the download menu's copy adds before them)."""
+    return [
+        _text(cell["source"])
+        for cell in notebook["cells"]
+        if cell["cell_type"] == "code" and cell.get("id") not in notebook_download.ADDED_CELLS
+    ]
+
+
 def committed_results_read(notebook: dict) -> set[str]:
     """The experiments whose committed results the notebook's code reads with ``paper_results.complete_run``."""
-    code = [_text(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"]
-    return {name for source in code for name in READS_COMMITTED.findall(source)}
+    return {name for source in chapter_code(notebook) for name in READS_COMMITTED.findall(source)}
 
 
 def reads_other_files(notebook: dict) -> bool:
-    """Whether the code reads files otherwise than through ``paper_results.complete_run`` (and the
-    ``paper_results`` calls that only format what it returned)."""
-    code = [_text(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    """Whether the chapter's code reads files otherwise than through ``paper_results.complete_run`` (and the
+    ``paper_results`` calls that only format what it returned); the cell that writes the carried files is the
+    download's, not the chapter's."""
+    code = chapter_code(notebook)
     stripped = [
         re.sub(r"paper_results\.(complete_run|provenance)\(|from flatbook import paper_results", "", c) for c in code
     ]
@@ -194,7 +207,12 @@ def test_a_notebook_that_reads_files_is_executed_here(html_dir):
 
 
 def test_the_checks_for_committed_results_catch_what_they_look_for():
-    reads = {"cells": [{"cell_type": "code", "source": 'paper = paper_results.complete_run("convex_dual")'}]}
+    carried = {
+        "cell_type": "code",
+        "id": notebook_download.FILES_ID,
+        "source": "path = Path(name)\npath.write_bytes(b)",
+    }
+    reads = {"cells": [carried, {"cell_type": "code", "source": 'paper = paper_results.complete_run("convex_dual")'}]}
     assert committed_results_read(reads) == {"convex_dual"} and not reads_other_files(reads)
     assert reads_other_files({"cells": [{"cell_type": "code", "source": 'Path("paper_scale") / "x.json"'}]})
 
@@ -204,7 +222,7 @@ def test_every_notebook_carries_the_committed_results_it_reads(html_dir):
     ``notebook_download_files`` entry of _config.yml), or a reader's copy stops with an error."""
     for page in _offered(html_dir):
         notebook = _downloaded(html_dir, page)
-        carried = "".join(_text(c["source"]) for c in notebook["cells"] if c.get("id") == "repository-files")
+        carried = "".join(_text(c["source"]) for c in notebook["cells"] if c.get("id") == notebook_download.FILES_ID)
         missing = [
             name for name in committed_results_read(notebook) if f"'paper_scale/results/{name}.json.gz'" not in carried
         ]

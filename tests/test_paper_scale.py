@@ -44,6 +44,15 @@ def test_recording_points_keeps_each_point_with_its_function_result_and_seconds(
     assert outside == []  # nothing is recorded after the block
 
 
+def test_a_recorded_result_is_what_the_point_computed_whatever_the_caller_does_with_it(isolated_cache):
+    """An experiment that adds columns to the rows it got back must not change the committed points: the spot
+    check recomputes a point alone and would find the added columns missing."""
+    with recording_points() as recorded:
+        (result,) = map_points(square_plus, Shift(), [{"x": 3.0}], experiment="symmetry_paradox", jobs=1)
+        result["added_later"] = 1.0
+    assert recorded[0]["result"] == {"value": 9.5, "x": 3.0}
+
+
 def first_number(value):
     """(the dict holding it, its key) of the first finite, non-zero float in a JSON value, depth first."""
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()

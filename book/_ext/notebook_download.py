@@ -46,6 +46,8 @@ GLUE_BLOCK = re.compile(r"^```\{glue(?::\w+)?\}[ \t]+(\S+)[ \t]*\n(?::[\w-]+:[^\
 ID_SPAN = re.compile(r"\[([^\]\n]*)\]\{#([\w-]+)\}")
 #: a Markdown link to a label: [text](#label)
 LABEL_LINK = re.compile(r"\]\(#([\w-]+)\)")
+#: the ids of the code cells this extension puts before the chapter's own (install, references, files)
+ADDED_CELLS = INSTALL_ID, REFERENCES_ID, FILES_ID = ("install-flatbook", "book-references", "repository-files")
 INSTALL_CELL = (
     "# Run this first in a fresh environment: it installs flatbook (and what the chapters need) if it is missing.\n"
     "import importlib.util, subprocess, sys\n\n"
@@ -232,14 +234,14 @@ def readable_notebook(notebook: dict, resolver: Resolver, repository: str, files
                 markdown = _text(data["text/markdown"])
                 cited.update((m[0], resolver.markdown(m[0])) for m in ROLE.finditer(markdown))
                 data["text/markdown"] = resolver.markdown(markdown)
-    cells = [_code_cell("install-flatbook", INSTALL_CELL.format(repository=repository))]
+    cells = [_code_cell(INSTALL_ID, INSTALL_CELL.format(repository=repository))]
     if cited:
         references = "{\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in sorted(cited.items())) + "}"
-        cells.append(_code_cell("book-references", REFERENCES_CELL.format(references=references, role=ROLE.pattern)))
+        cells.append(_code_cell(REFERENCES_ID, REFERENCES_CELL.format(references=references, role=ROLE.pattern)))
     if files:
         listing = "{\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in files.items()) + "}"
         folders = ", ".join(sorted({name.split("/")[0] + "/" for name in files}))
-        cells.append(_code_cell("repository-files", FILES_CELL.format(folders=folders, files=listing)))
+        cells.append(_code_cell(FILES_ID, FILES_CELL.format(folders=folders, files=listing)))
     notebook["cells"][:0] = cells
     return notebook
 

@@ -37,6 +37,7 @@ instant and an interrupted sweep resumes where it stopped.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import functools
 import hashlib
@@ -458,7 +459,7 @@ def map_points(
                     "version": version,
                     "function": function_name,
                     "point": json.loads(json.dumps(points[i])),
-                    "result": results[i],
+                    "result": copy.deepcopy(results[i]),  # as computed, whatever the caller does with it later
                     "seconds": seconds,
                 }
             )

@@ -309,6 +309,19 @@ def _point(config: Config, kind: str, **point) -> dict:
     return compute[kind](config, **point)
 
 
+def _against_flattest(row: dict, flattest: dict) -> dict:
+    """``row`` with its seed's flattest interpolator found (Υ ``flattest_upsilon``, proven bound ``flattest_lower``)
+    and ``ratio`` = Υ/Υ(flattest found), ``proven_ratio`` = Υ/bound ≥ Υ/Υ*(m) (a new dict: the point's result
+    stays as computed)."""
+    return {
+        **row,
+        "flattest_upsilon": flattest["upsilon"],
+        "flattest_lower": flattest["lower"],
+        "ratio": row["upsilon"] / flattest["upsilon"],
+        "proven_ratio": row["upsilon"] / flattest["lower"],
+    }
+
+
 def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
     """Every method and seed, the two flattest interpolators, the initialisation sweep and the mirror solver."""
     scale = {"small": config.init_small, "large": config.init_large}
@@ -337,11 +350,7 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
     }
     flattest = {row["seed"]: row for row in where(tables["references"], method="flattest")}
     for key in ("finals", "references"):
-        for row in tables[key]:
-            reference = flattest[row["seed"]]
-            row["flattest_upsilon"], row["flattest_lower"] = reference["upsilon"], reference["lower"]
-            row["ratio"] = row["upsilon"] / reference["upsilon"]
-            row["proven_ratio"] = row["upsilon"] / reference["lower"]
+        tables[key] = [_against_flattest(row, flattest[row["seed"]]) for row in tables[key]]
     tables["init_scale"] = where(tables["finals"], lambda r: r["method"].startswith("GD, init "))
     tables["step_size"] = where(tables["finals"], lambda r: r["method"].startswith("GD, step "))
     tables["finals"] = where(tables["finals"], lambda r: r["method"] in METHODS)
