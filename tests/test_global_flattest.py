@@ -153,6 +153,33 @@ def test_interior_point_master_matches_cvxpy_and_is_certified(duplicates):
             assert np.linalg.matrix_rank(columns[:, support]) == support.sum()
 
 
+def test_a_master_highs_cannot_finish_in_time_stops_at_once_and_falls_back_on_the_interior_point(monkeypatch):
+    """At the paper's scale a dense master can outlast HiGHS's time limit: it raises at once (no retry from
+    scratch, which would take as long again), and the vertex step then returns the interior point's support
+    refitted to interpolate (optimal to its tolerance, not basic) instead of stopping column generation."""
+    rng = np.random.default_rng(3)
+    columns, weights, y = rng.standard_normal((25, 400)), rng.uniform(0.5, 2.0, 400), rng.standard_normal(25)
+    exact = cvxpy_weighted_l1(columns, y, weights)
+    slow = WeightedL1Master(y, time_limit=0.0)
+    slow.add(columns, weights)
+    runs = []
+    monkeypatch.setattr(slow, "_run", lambda run=slow._run: runs.append(1) or run())
+    with pytest.raises(SolverError, match="time limit of 0 s"):
+        slow.solve()
+    assert len(runs) == 1
+    Phi, w, yt = (torch.from_numpy(a) for a in (columns, weights, y))
+    master = RestrictedMaster.of_columns(Phi, w, yt)
+    master.highs.time_limit = 0.0
+    _, central, _ = master.solve(gap_tol=1e-9)
+    primal = torch.as_tensor(master.solve().solution.mu)
+    monkeypatch.setattr(column_generation, "vertex_from_dual", lambda *args, **kwargs: None)  # no vertex read off
+    refit = master.vertex_at(central, primal=primal)
+    assert not refit.basic and refit.value == pytest.approx(exact, rel=1e-6)
+    np.testing.assert_allclose(columns @ refit.mu, y, atol=1e-9)
+    with pytest.raises(SolverError, match="time limit"):
+        master.vertex_at(central)  # no primal to refit: the error stands
+
+
 def test_inexact_master_stops_short_with_a_centred_dual():
     """The inexact master (primal-dual column generation): an interior point stopped at a loose gap.  Its dual
     is no certificate of the master's optimum, but scaled into the dual feasible set it still bounds it from

@@ -228,17 +228,19 @@ class RestrictedMaster:
     def vertex_at(self, central: torch.Tensor, primal: torch.Tensor | None = None) -> MasterSolution:
         """The optimal vertex read off a dual point of the same or a larger column set (complementary
         slackness, :func:`~flatbook.lp.vertex_from_dual`, with simplex pivots from the primal's basis as its
-        last resort); HiGHS's simplex from scratch when none is identified."""
+        last resort); HiGHS's simplex from scratch when none is identified; the primal's support, refitted to
+        interpolate, when HiGHS fails too."""
         vertex = vertex_from_dual(central, self.Phi, self.y, self.w, primal=primal, crossover=True)
         if vertex is not None:
             mu, dual = vertex
             return MasterSolution(mu=mu.cpu().numpy(), dual=dual.cpu().numpy(), value=float(self.w @ mu.abs()))
         try:
             return self.highs.solve()
-        except InfeasibleInterpolationError:
+        except (InfeasibleInterpolationError, SolverError):
             # HiGHS can call a degenerate master infeasible by round-off although the interior point interpolates
-            # with its columns: then that iterate's support, refitted to interpolate, is the solution (optimal
-            # to the interior point's tolerance, not certified, so not marked basic).
+            # with its columns, or reach its time limit on a large dense master: then that iterate's support,
+            # refitted to interpolate, is the solution (optimal to the interior point's tolerance, not certified,
+            # so not marked basic; the proven lower bound comes from the dual whatever the primal is).
             refit = None if primal is None else support_refit(primal, self.Phi, self.y, self.w, math.inf)
             if refit is None:
                 raise

@@ -85,6 +85,7 @@ class WeightedL1Master:
         self.time_limit = float(time_limit)
         self._inf = highspy.kHighsInf
         self._status_optimal = highspy.HighsModelStatus.kOptimal
+        self._status_time_limit = highspy.HighsModelStatus.kTimeLimit
         self._highs.addRows(self.n, y, y, 0, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32), np.zeros(0))
         self.weights = np.zeros(0)
         self._order = np.zeros(0, dtype=np.int64)  # LP column → our column
@@ -161,20 +162,26 @@ class WeightedL1Master:
         self._highs.run()
 
     def solve(self) -> MasterSolution:
-        """Re-optimise from the current basis; raise if the columns cannot interpolate y."""
+        """Re-optimise from the current basis; raise if the columns cannot interpolate y, or with
+        :class:`SolverError` at once when HiGHS reaches ``time_limit`` (a retry from scratch would too)."""
         if self.size == 0:
             raise InfeasibleInterpolationError("the master has no columns; add directions first.")
         self._flush()
         self._run()
         status = self._highs.getModelStatus()
         for retry in ("simplex", "ipm"):  # numerical trouble: from scratch, then by interior point
-            if status == self._status_optimal:
+            if status in (self._status_optimal, self._status_time_limit):
                 break
             self._highs.clearSolver()
             self._highs.setOptionValue("solver", retry)
             self._run()
             self._highs.setOptionValue("solver", "choose")
             status = self._highs.getModelStatus()
+        if status == self._status_time_limit:
+            raise SolverError(
+                f"HiGHS reached its time limit of {self.time_limit:g} s on the restricted master ({self.size} "
+                f"directions, {self.n} labels)."
+            )
         if status != self._status_optimal:
             text = self._highs.modelStatusToString(status)
             if "nfeasible" in text:
