@@ -180,6 +180,26 @@ def test_a_master_highs_cannot_finish_in_time_stops_at_once_and_falls_back_on_th
         master.vertex_at(central)  # no primal to refit: the error stands
 
 
+def test_a_primal_missing_part_of_its_support_is_corrected_to_interpolate_on_the_tightest_columns():
+    """The vertex step's last resort: an interior point's μ can leave a column of the optimal support at round-off
+    (its support then has rank < n, so no refit on it interpolates); the correction on its support and the n
+    columns tightest at the dual interpolates, at a value no lower than the optimum (an interpolator's)."""
+    rng = np.random.default_rng(4)
+    columns, weights, y = rng.standard_normal((20, 300)), rng.uniform(0.5, 2.0, 300), rng.standard_normal(20)
+    exact = cvxpy_weighted_l1(columns, y, weights)
+    Phi, w, yt = (torch.from_numpy(a) for a in (columns, weights, y))
+    master = RestrictedMaster.of_columns(Phi, w, yt)
+    solution, central, _ = master.solve()
+    mu = torch.as_tensor(master.vertex_at(central).mu)
+    mu[torch.argmin(torch.where(mu != 0, mu.abs(), torch.inf))] = 0.0  # the smallest atom lost
+    assert support_refit(mu, Phi, yt, w, math.inf) is None
+    corrected = column_generation.corrected_support(mu, Phi, yt, w, central)
+    np.testing.assert_allclose(columns @ corrected.numpy(), y, atol=1e-10 * np.abs(y).max())
+    assert float(w @ corrected.abs()) >= exact * (1 - 1e-6)  # cvxpy's optimum is accurate to about 1e-8
+    whole = column_generation.corrected_support(torch.as_tensor(solution.mu), Phi, yt, w, central)
+    assert float(w @ whole.abs()) == pytest.approx(exact, rel=1e-6)  # an optimal μ stays optimal
+
+
 def test_inexact_master_stops_short_with_a_centred_dual():
     """The inexact master (primal-dual column generation): an interior point stopped at a loose gap.  Its dual
     is no certificate of the master's optimum, but scaled into the dual feasible set it still bounds it from

@@ -61,6 +61,7 @@ __all__ = [
     "Pricing",
     "RestrictedMaster",
     "StopReason",
+    "corrected_support",
     "new_columns",
     "pricing_mode",
     "stalled",
@@ -241,7 +242,7 @@ class RestrictedMaster:
             # with its columns, or reach its time limit on a large dense master: then that iterate's support,
             # refitted to interpolate, is the solution (optimal to the interior point's tolerance, not certified,
             # so not marked basic; the proven lower bound comes from the dual whatever the primal is).
-            refit = None if primal is None else support_refit(primal, self.Phi, self.y, self.w, math.inf)
+            refit = None if primal is None else corrected_support(primal, self.Phi, self.y, self.w, central)
             if refit is None:
                 raise
             return MasterSolution(
@@ -306,6 +307,21 @@ def support_refit(mu, Phi, y, w, lower, thresholds=(1e-6, 1e-8, 1e-10), rtol: fl
         ):
             return refit
     return None
+
+
+def corrected_support(mu, Phi, y, w, dual, threshold: float = 1e-6):
+    """μ made to interpolate by the least-norm correction δ of its residual, Φ_S(μ_S + δ) = y, on S: its entries
+    above ``threshold``·max|μ| and the n columns tightest at ``dual`` (largest |φ_jᵀλ|/w_j, where the optimal
+    support lies), so that Φ_S has rank n; None if it does not interpolate to 1e-10 max|y|.  For an interior
+    point's μ, whose residual is small, the value moves by about w·|δ|: optimal to its tolerance, not certified."""
+    keep = mu.abs() >= threshold * float(mu.abs().max())
+    keep[torch.argsort((Phi.T @ dual).abs() / w, descending=True)[: Phi.shape[0]]] = True
+    correction = torch.linalg.lstsq(Phi[:, keep], (y - Phi[:, keep] @ mu[keep])[:, None], driver=lstsq_driver(Phi))
+    corrected = torch.zeros_like(mu)
+    corrected[keep] = mu[keep] + correction.solution[:, 0]
+    if float((Phi @ corrected - y).abs().max()) > 1e-10 * float(y.abs().max()):
+        return None
+    return corrected
 
 
 class Pricing(NamedTuple):
