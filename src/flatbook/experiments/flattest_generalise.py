@@ -40,10 +40,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from scipy import stats as scipy_stats
+from scipy.optimize import linprog
 
 from .. import get_activation
 from ..data import population_loss, sum_of_single_index
-from ..errors import FlatbookInputError
+from ..errors import FlatbookInputError, SolverError
 from ..flatness import min_flatness, unit_flatness_weights
 from ..global_flattest import flattest_interpolator, measure_dual_bound
 from ..interpolators import minimum_l2_interpolator, random_directions
@@ -65,6 +66,7 @@ __all__ = [
     "teacher_for",
     "resolved_excess",
     "median_interval",
+    "in_half_space",
     "trimmed_mean",
     "verdict",
     "balancedness",
@@ -204,6 +206,7 @@ def _near_rows(config, X, y, activation, width, teacher, flattest, seed) -> list
                 "method": "near",
                 "slack": slack,
                 "worst": worst.excess,
+                "climbs": list(worst.climbs),  # the excess each start's climb ended at (the first: from the solver's)
                 "worst_upsilon": worst.upsilon,
                 "worst_path_norm": float(worst.net.effective_outer_weights().abs().sum()),
                 "worst_kappa_min": float(unit_flatness_weights(worst.net.directions(), X, activation).min()),
@@ -215,6 +218,16 @@ def _near_rows(config, X, y, activation, width, teacher, flattest, seed) -> list
             }
         )
     return rows
+
+
+def in_half_space(X) -> bool:
+    """Whether the samples lie in an open half-space through the origin: some u has ⟨u, x_i⟩ < 0 for every i (then
+    σ(⟨u, ·⟩) is dead on the whole sample and κ(u) = 0). Exactly, as the feasibility of the LP Xu ≤ −1."""
+    X = np.asarray(X.cpu() if isinstance(X, torch.Tensor) else X, dtype=np.float64)
+    found = linprog(np.zeros(X.shape[1]), A_ub=X, b_ub=-np.ones(X.shape[0]), bounds=(None, None), method="highs")
+    if found.status not in (0, 2):  # 0: a feasible u, 2: infeasible
+        raise SolverError(f"HiGHS could not decide the half-space program: {found.message}")
+    return found.status == 0
 
 
 def _net_row(net, X, y, teacher, activation) -> dict:
@@ -277,11 +290,22 @@ def _point(config, noise_std, residual_std, n, seed, near=False):
         "kappa_min": float(kappa.min()),
         "kappa_max": float(kappa.max()),
         "sum_sq_norms": float((X * X).sum()),
+        "half_space": in_half_space(X),
         "control_condition": float(torch.linalg.cond(activation(X @ control_directions.T))),
     }
-    if noise_std > 0:  # weak duality with λ = ξ: V* ≥ ξᵀy / sup_u G_ξ(u), proven in d ≤ 3
-        bound = measure_dual_bound(X, y, activation, noise)
-        common.update(noise_dual_bound=bound.value, noise_dual_sup=bound.sup, noise_dual_pricing=bound.pricing)
+    if noise_std > 0:  # weak duality: V* ≥ λᵀy / sup_u G_λ(u) for any λ, proven in d ≤ 3 (eq-noise-dual)
+        # λ = P⊥ξ, the noise off the span of the teacher's features: λᵀy = ‖P⊥ξ‖² (no cross term with f*(X));
+        # λ = ξ beside it, whose ξᵀy = ‖ξ‖² + ξᵀf*(X) can be ≤ 0 at small n. The bound is the larger.
+        features = activation(X @ teacher.theta_star.T)
+        off_span = noise - features @ torch.linalg.lstsq(features, noise[:, None]).solution[:, 0]
+        projected = measure_dual_bound(X, y, activation, off_span)
+        plain = measure_dual_bound(X, y, activation, noise)
+        common.update(
+            noise_dual_bound=max(projected.value, plain.value),
+            noise_dual_projected=projected.value,
+            noise_dual_plain=plain.value,
+            noise_dual_pricing=projected.pricing if plain.pricing == projected.pricing else "mixed",
+        )
         common["noise_sq_norm"] = float(noise @ noise)
     rows = [
         {**common, "method": method, **_net_row(net, X, y, teacher, activation)}

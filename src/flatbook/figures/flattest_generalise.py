@@ -54,7 +54,10 @@ def plot_argument(tables: dict) -> Figure:
     with book_style():
         ax = axes[0]
         first = where(runs, condition=runs[0]["condition"])
-        extremes = (("kappa_min", "v", r"$\min_u \kappa(u)$"), ("kappa_max", "^", r"$\max_u \kappa(u)$"))
+        extremes = (
+            ("kappa_min", "v", r"min over sampled $u$ ($\geq\kappa_{\inf}$)"),
+            ("kappa_max", "^", r"max over sampled $u$"),
+        )
         for field, marker, label in extremes:
             x, med = _median_by_n(first, lambda r, f=field: r[f])
             ax.plot(column(first, "n"), column(first, field), marker, color="0.5", alpha=0.35, ms=3)
@@ -63,7 +66,7 @@ def plot_argument(tables: dict) -> Figure:
         ax.axhline(limit, color=ROLE["bound"], ls="--", lw=1, label=r"$2\sqrt{d}$ ($n \to \infty$)")
         _log_axes(ax, ns)
         ax.set_yscale("linear")
-        ax.set_title(r"(a) $\kappa$ over the sphere", fontsize=9)
+        ax.set_title(r"(a) $\kappa$ over random directions", fontsize=9)
         ax.legend(fontsize=7)
         ax = axes[1]
         for condition in dict.fromkeys(column(runs, "condition")):
