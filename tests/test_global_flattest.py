@@ -193,11 +193,14 @@ def test_a_primal_missing_part_of_its_support_is_corrected_to_interpolate_on_the
     mu = torch.as_tensor(master.vertex_at(central).mu)
     mu[torch.argmin(torch.where(mu != 0, mu.abs(), torch.inf))] = 0.0  # the smallest atom lost
     assert support_refit(mu, Phi, yt, w, math.inf) is None
-    corrected = column_generation.corrected_support(mu, Phi, yt, w, central)
+    lower = master.weak_duality_bound(central)
+    corrected = column_generation.corrected_support(mu, Phi, yt, w, central, lower)
     np.testing.assert_allclose(columns @ corrected.numpy(), y, atol=1e-10 * np.abs(y).max())
     assert float(w @ corrected.abs()) >= exact * (1 - 1e-6)  # cvxpy's optimum is accurate to about 1e-8
-    whole = column_generation.corrected_support(torch.as_tensor(solution.mu), Phi, yt, w, central)
+    whole = column_generation.corrected_support(torch.as_tensor(solution.mu), Phi, yt, w, central, lower)
     assert float(w @ whole.abs()) == pytest.approx(exact, rel=1e-6)  # an optimal μ stays optimal
+    # a correction whose value is not within rtol of the proven lower bound is refused
+    assert column_generation.corrected_support(mu, Phi, yt, w, central, 0.5 * lower) is None
 
 
 def test_inexact_master_stops_short_with_a_centred_dual():

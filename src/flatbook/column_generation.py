@@ -67,6 +67,9 @@ __all__ = [
     "stalled",
 ]
 
+#: the supports the vertex step's last resort corrects μ on: its entries above these fractions of max|μ|
+#: (an interior point's μ has every entry nonzero; the smaller fractions bring in better-conditioned columns)
+CORRECTION_THRESHOLDS = (1e-6, 1e-8, 1e-10, 1e-12, 1e-14)
 #: the loosest relative gap an inexact master is solved to (a tenth of the column generation's own gap when
 #: that is smaller: Gondzio & Sarkissian's rule)
 INEXACT_MASTER_MAX_GAP = 1e-1
@@ -242,7 +245,8 @@ class RestrictedMaster:
             # with its columns, or reach its time limit on a large dense master: then that iterate's support,
             # refitted to interpolate, is the solution (optimal to the interior point's tolerance, not certified,
             # so not marked basic; the proven lower bound comes from the dual whatever the primal is).
-            refit = None if primal is None else corrected_support(primal, self.Phi, self.y, self.w, central)
+            lower = self.weak_duality_bound(central)
+            refit = None if primal is None else corrected_support(primal, self.Phi, self.y, self.w, central, lower)
             if refit is None:
                 raise
             return MasterSolution(
@@ -309,19 +313,29 @@ def support_refit(mu, Phi, y, w, lower, thresholds=(1e-6, 1e-8, 1e-10), rtol: fl
     return None
 
 
-def corrected_support(mu, Phi, y, w, dual, threshold: float = 1e-6):
-    """μ made to interpolate by the least-norm correction δ of its residual, Φ_S(μ_S + δ) = y, on S: its entries
-    above ``threshold``·max|μ| and the n columns tightest at ``dual`` (largest |φ_jᵀλ|/w_j, where the optimal
-    support lies), so that Φ_S has rank n; None if it does not interpolate to 1e-10 max|y|.  For an interior
-    point's μ, whose residual is small, the value moves by about w·|δ|: optimal to its tolerance, not certified."""
-    keep = mu.abs() >= threshold * float(mu.abs().max())
-    keep[torch.argsort((Phi.T @ dual).abs() / w, descending=True)[: Phi.shape[0]]] = True
-    correction = torch.linalg.lstsq(Phi[:, keep], (y - Phi[:, keep] @ mu[keep])[:, None], driver=lstsq_driver(Phi))
-    corrected = torch.zeros_like(mu)
-    corrected[keep] = mu[keep] + correction.solution[:, 0]
-    if float((Phi @ corrected - y).abs().max()) > 1e-10 * float(y.abs().max()):
-        return None
-    return corrected
+def corrected_support(mu, Phi, y, w, dual, lower: float, rtol: float = 1e-4, thresholds=CORRECTION_THRESHOLDS):
+    """μ made to interpolate by the least-norm correction δ of its residual, Φ_S(μ_S + δ) = y, on a support S:
+    for each ``threshold`` t, first S = {|μ_j| ≥ t·max|μ|}, then S with the n columns tightest at ``dual`` (largest
+    |φ_jᵀλ|/w_j, where an optimal support lies) added, which gives rank n where μ left part of the optimal support
+    at round-off; the first that interpolates to 1e-10 max|y| with Σ w_j|μ_j| ≤ (1 + ``rtol``)·``lower`` (a proven
+    lower bound on the optimum), else None.  On a nearly collinear S the correction is large and the value check
+    rejects it; a smaller t brings in better-conditioned columns.  Not a vertex: optimal to ``rtol``, not certified."""
+    size = mu.abs() / float(mu.abs().max())
+    tight = torch.argsort((Phi.T @ dual).abs() / w, descending=True)[: Phi.shape[0]]
+    for threshold in thresholds:
+        support = size >= threshold
+        with_tight = support.clone()
+        with_tight[tight] = True
+        for keep in (support, with_tight):
+            fix = torch.linalg.lstsq(Phi[:, keep], (y - Phi[:, keep] @ mu[keep])[:, None], driver=lstsq_driver(Phi))
+            corrected = torch.zeros_like(mu)
+            corrected[keep] = mu[keep] + fix.solution[:, 0]
+            if (
+                float((Phi @ corrected - y).abs().max()) <= 1e-10 * float(y.abs().max())
+                and float(w @ corrected.abs()) <= (1.0 + rtol) * lower
+            ):
+                return corrected
+    return None
 
 
 class Pricing(NamedTuple):
