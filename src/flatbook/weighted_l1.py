@@ -163,7 +163,8 @@ class WeightedL1Master:
 
     def solve(self) -> MasterSolution:
         """Re-optimise from the current basis; raise if the columns cannot interpolate y, or with
-        :class:`~flatbook.errors.SolverError` at once when HiGHS reaches ``time_limit`` (a retry from scratch would too)."""
+        :class:`~flatbook.errors.SolverError` at once when HiGHS reaches ``time_limit`` (a retry from scratch
+        would too)."""
         if self.size == 0:
             raise InfeasibleInterpolationError("the master has no columns; add directions first.")
         self._flush()
