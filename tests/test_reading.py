@@ -211,3 +211,19 @@ def test_collapsed_notes_stay_collapsed_in_the_downloaded_notebook(page):
     assert not DROPDOWN.search(converted)
     for title in re.findall(r"^:::\{admonition\} ([^\n]+)\n:class: dropdown", text, re.M):
         assert f"<details><summary>{title}</summary>" in converted, f"{page.name}: {title!r} is not collapsed"
+
+
+def test_a_glued_value_the_download_cannot_format_names_its_page_and_key():
+    """The downloaded notebook writes every ``{glue:text}`` value in; a NumPy scalar's repr (``np.float64(…)``)
+    is no number to format, and the error must say where it is and what to glue instead."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import notebook_download
+
+    resolver = object.__new__(notebook_download.Resolver)
+    resolver.docname = "book/04-flattest-generalise"
+    resolver.glue = {"slope": {"data": {"text/plain": "np.float64(0.34)"}}, "fine": {"data": {"text/plain": "0.34"}}}
+    assert notebook_download.ROLE.sub(resolver.role, "{glue:text}`fine:.1f`") == "0.3"
+    with pytest.raises(ValueError, match=r"04-flattest-generalise: the glued value 'slope' .* plain Python value"):
+        notebook_download.ROLE.sub(resolver.role, "{glue:text}`slope:.2f`")

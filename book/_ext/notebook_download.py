@@ -105,7 +105,14 @@ class Resolver:
             from myst_nb.core.variables import format_plain_text
 
             key, _, spec = content.partition(":")
-            return format_plain_text(self.glue[key]["data"]["text/plain"], spec or "s")
+            text = self.glue[key]["data"]["text/plain"]
+            try:
+                return format_plain_text(text, spec or "s")
+            except (ValueError, SyntaxError) as exc:
+                raise ValueError(
+                    f"{self.docname}: the glued value {key!r} is {text!r}, which the format {spec!r} cannot format: "
+                    "glue a plain Python value (float(x), int(x)), not a NumPy or torch scalar."
+                ) from exc
         explicit = EXPLICIT.match(content)
         text, target = (explicit.group(1), explicit.group(2)) if explicit else (None, content)
         if name == "eq":
