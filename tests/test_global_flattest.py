@@ -155,8 +155,8 @@ def test_interior_point_master_matches_cvxpy_and_is_certified(duplicates):
 
 def test_a_master_highs_cannot_finish_in_time_stops_at_once_and_falls_back_on_the_interior_point(monkeypatch):
     """At the paper's scale a dense master can outlast HiGHS's time limit: it raises at once (no retry from
-    scratch, which would take as long again), and the vertex step then returns the interior point's support
-    refitted to interpolate (optimal to its tolerance, not basic) instead of stopping column generation."""
+    scratch, which would take as long again), and the vertex step then returns the interior point's primal
+    corrected to interpolate (optimal to its tolerance, not basic) instead of stopping column generation."""
     rng = np.random.default_rng(3)
     columns, weights, y = rng.standard_normal((25, 400)), rng.uniform(0.5, 2.0, 400), rng.standard_normal(25)
     exact = cvxpy_weighted_l1(columns, y, weights)

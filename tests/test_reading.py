@@ -8,6 +8,7 @@ role such as ``{glue:text}`...``` counting as one.
 """
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -190,6 +191,14 @@ BACKTICK_NOTES: dict[str, str] = {}
 DROPDOWN = re.compile(r"^(`{3,}|:{3,})\{admonition\}[^\n]*\n(?::[\w-]+:[^\n]*\n)*?:class:[^\n]*\bdropdown\b", re.M)
 
 
+def _download_extension():
+    """The book's extension that writes the downloaded notebooks (book/_ext/notebook_download.py)."""
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import notebook_download
+
+    return notebook_download
+
+
 @pytest.mark.parametrize(
     "page",
     marked_pending([page for page in PAGES if DROPDOWN.search(page.read_text())], BACKTICK_NOTES),
@@ -198,11 +207,7 @@ DROPDOWN = re.compile(r"^(`{3,}|:{3,})\{admonition\}[^\n]*\n(?::[\w-]+:[^\n]*\n)
 def test_collapsed_notes_stay_collapsed_in_the_downloaded_notebook(page):
     """A collapsed note is a ``:::{admonition}`` block, which the download menu's notebook shows as a collapsed
     ``<details>`` (book/_ext/notebook_download.py); a backtick fence would reach plain Jupyter as raw MyST."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "book" / "_ext"))
-    import notebook_download
-
+    notebook_download = _download_extension()
     resolver = object.__new__(notebook_download.Resolver)
     text = page.read_text()
     fences = [match[1] for match in DROPDOWN.finditer(text)]
@@ -216,11 +221,7 @@ def test_collapsed_notes_stay_collapsed_in_the_downloaded_notebook(page):
 def test_a_glued_value_the_download_cannot_format_names_its_page_and_key():
     """The downloaded notebook writes every ``{glue:text}`` value in; a NumPy scalar's repr (``np.float64(…)``)
     is no number to format, and the error must say where it is and what to glue instead."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "book" / "_ext"))
-    import notebook_download
-
+    notebook_download = _download_extension()
     resolver = object.__new__(notebook_download.Resolver)
     resolver.docname = "book/04-flattest-generalise"
     resolver.glue = {"slope": {"data": {"text/plain": "np.float64(0.34)"}}, "fine": {"data": {"text/plain": "0.34"}}}

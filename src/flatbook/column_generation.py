@@ -232,8 +232,8 @@ class RestrictedMaster:
     def vertex_at(self, central: torch.Tensor, primal: torch.Tensor | None = None) -> MasterSolution:
         """The optimal vertex read off a dual point of the same or a larger column set (complementary
         slackness, :func:`~flatbook.lp.vertex_from_dual`, with simplex pivots from the primal's basis as its
-        last resort); HiGHS's simplex from scratch when none is identified; the primal's support, refitted to
-        interpolate, when HiGHS fails too."""
+        last resort); HiGHS's simplex from scratch when none is identified; the primal corrected to interpolate
+        (:func:`corrected_support`) when HiGHS fails too."""
         vertex = vertex_from_dual(central, self.Phi, self.y, self.w, primal=primal, crossover=True)
         if vertex is not None:
             mu, dual = vertex
@@ -242,9 +242,9 @@ class RestrictedMaster:
             return self.highs.solve()
         except (InfeasibleInterpolationError, SolverError):
             # HiGHS can call a degenerate master infeasible by round-off although the interior point interpolates
-            # with its columns, or reach its time limit on a large dense master: then that iterate's support,
-            # refitted to interpolate, is the solution (optimal to the interior point's tolerance, not certified,
-            # so not marked basic; the proven lower bound comes from the dual whatever the primal is).
+            # with its columns, or reach its time limit on a large dense master: then that iterate, corrected to
+            # interpolate on a support, is the solution (within rtol of the proven bound, not a vertex, so not
+            # marked basic; the proven lower bound comes from the dual whatever the primal is).
             lower = self.weak_duality_bound(central)
             refit = None if primal is None else corrected_support(primal, self.Phi, self.y, self.w, central, lower)
             if refit is None:
@@ -302,15 +302,16 @@ def support_refit(mu, Phi, y, w, lower, thresholds=(1e-6, 1e-8, 1e-10), rtol: fl
     size = mu.abs() / float(mu.abs().max())
     for threshold in thresholds:
         S = size >= threshold
-        fit = torch.linalg.lstsq(Phi[:, S], y[:, None], driver=lstsq_driver(Phi))
         refit = torch.zeros_like(mu)
-        refit[S] = fit.solution[:, 0]
-        if (
-            float((Phi @ refit - y).abs().max()) <= 1e-10 * float(y.abs().max())
-            and float(w @ refit.abs()) <= (1.0 + rtol) * lower
-        ):
+        refit[S] = torch.linalg.lstsq(Phi[:, S], y[:, None], driver=lstsq_driver(Phi)).solution[:, 0]
+        if _optimal_interpolator(refit, Phi, y, w, (1.0 + rtol) * lower):
             return refit
     return None
+
+
+def _optimal_interpolator(mu, Phi, y, w, limit: float) -> bool:
+    """Whether μ interpolates to 1e-10 max|y| with Σ w_j|μ_j| ≤ ``limit``."""
+    return float((Phi @ mu - y).abs().max()) <= 1e-10 * float(y.abs().max()) and float(w @ mu.abs()) <= limit
 
 
 def corrected_support(mu, Phi, y, w, dual, lower: float, rtol: float = 1e-4, thresholds=CORRECTION_THRESHOLDS):
@@ -330,10 +331,7 @@ def corrected_support(mu, Phi, y, w, dual, lower: float, rtol: float = 1e-4, thr
             fix = torch.linalg.lstsq(Phi[:, keep], (y - Phi[:, keep] @ mu[keep])[:, None], driver=lstsq_driver(Phi))
             corrected = torch.zeros_like(mu)
             corrected[keep] = mu[keep] + fix.solution[:, 0]
-            if (
-                float((Phi @ corrected - y).abs().max()) <= 1e-10 * float(y.abs().max())
-                and float(w @ corrected.abs()) <= (1.0 + rtol) * lower
-            ):
+            if _optimal_interpolator(corrected, Phi, y, w, (1.0 + rtol) * lower):
                 return corrected
     return None
 
