@@ -1,5 +1,6 @@
 """The flattest interpolator over all directions: splitting lemma, bounds, and exact references."""
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -1028,9 +1029,9 @@ def test_the_rounding_allowance_holds_and_is_nearly_attained(p, K, m):
 
 
 def test_a_master_that_highs_calls_infeasible_by_round_off_still_ends_in_a_verified_result(monkeypatch):
-    """The failure class of a d = 6 instance (n = 48, long options) where HiGHS, asked for a vertex that the
-    dual did not identify, called the master's 784 columns unable to interpolate although every earlier master
-    had: the interior point's support, refitted, is used instead, and the result still checks."""
+    """When HiGHS, asked for a vertex that the dual did not identify, calls the master's columns unable to
+    interpolate although the interior point interpolates with them, the interior point's support, corrected, is
+    used instead, and the result still checks."""
     from flatbook.global_flattest import verify_certificate
     from flatbook.weighted_l1 import WeightedL1Master
 
@@ -1041,6 +1042,41 @@ def test_a_master_that_highs_calls_infeasible_by_round_off_still_ends_in_a_verif
     monkeypatch.setattr(WeightedL1Master, "solve", refuses)
     _, X, y = data(4, 16, "relu", noise=0.3)
     result = flattest_interpolator(X, y, "relu", 32, rounds=6)
+    assert verify_certificate(result, X, y).ok
+
+
+def test_pruning_keeps_a_support_larger_than_half_the_cap_whole():
+    """An exact solution need not be a vertex (a refitted interior point spreads its weight over copies of a
+    column): pruning keeps all of its support, so the master still interpolates at the same optimum.  Found on
+    d = 8, n = 64 (`single_index(8, "relu", seed=3)`, long options), where a support of 1157 columns above half
+    the cap was cut and the next master could not interpolate."""
+    generator = torch.Generator().manual_seed(0)
+    n = 5
+    Phi = torch.rand(n, 12, generator=generator, dtype=torch.float64)
+    y = torch.rand(n, generator=generator, dtype=torch.float64)
+    master = RestrictedMaster.of_columns(Phi, torch.ones(12, dtype=torch.float64), y)
+    vertex = master.solve()
+    optimum = vertex.solution.value
+    on = np.flatnonzero(np.abs(vertex.solution.mu) > 0)
+    copies = 10  # each support column 10 times, the weight split evenly: optimal, not basic
+    master.add_columns(Phi[:, on].repeat(1, copies), torch.ones(len(on) * copies, dtype=torch.float64))
+    mu = np.concatenate([np.zeros(12), np.tile(vertex.solution.mu[on] / copies, copies)])
+    spread = vertex._replace(solution=dataclasses.replace(vertex.solution, mu=mu, basic=False))
+    pruned = master.prune(spread, cap=len(on) * copies)  # half the cap is half the support
+    assert master.size == len(on) * copies  # the support, whole
+    assert np.abs(master.Phi.cpu().numpy() @ pruned.solution.mu - y.numpy()).max() < 1e-12
+    assert master.solve().solution.value == pytest.approx(optimum, rel=1e-9)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("d, n, seed", [(6, 48, 1), (8, 64, 3)])
+def test_long_runs_that_pruned_part_of_a_support_now_end_with_a_verified_result(d, n, seed):
+    """The instances where a long run (80 rounds, no tailing-off, 256 pricing starts) cut part of a refitted
+    support above half the column cap and raised "the … directions in the master cannot interpolate"."""
+    from flatbook.global_flattest import verify_certificate
+
+    X, y = single_index(d, link="relu", seed=seed).sample(n, seed=seed + 1000)
+    result = flattest_interpolator(X, y, "relu", 2 * n, seed=seed, rounds=80, stall_rounds=None, pricing_starts=256)
     assert verify_certificate(result, X, y).ok
 
 

@@ -278,16 +278,19 @@ class RestrictedMaster:
         return self.directions[torch.argsort(ratio, descending=True)[:n]]
 
     def prune(self, state: MasterState, cap: int) -> MasterState:
-        """Above ``cap`` columns, keep the support and the half of the cap that is tightest at the central
-        dual (an exact state: its vertex stays optimal and its dual feasible).  Those cuts shrink the
-        restricted dual's optimal face towards a point feasible for every direction; dropping them lets the
-        central point wander back and the bound stall."""
+        """Above ``cap`` columns, keep the whole support and fill up to half the cap with the columns tightest
+        at the central dual (an exact state: its solution stays optimal and its dual feasible).  Those cuts
+        shrink the restricted dual's optimal face towards a point feasible for every direction; dropping them
+        lets the central point wander back and the bound stall.  A refitted interior point's support can
+        exceed half the cap (it is not a vertex): it is kept whole, since dropping part of it can leave
+        columns that cannot interpolate."""
         if self.size <= cap:
             return state
         ratio = ((self.Phi.T @ state.central).abs() / self.w).cpu().numpy()
-        ratio[np.abs(state.solution.mu) > 0] = np.inf  # the support always stays
+        support = np.abs(state.solution.mu) > 0
+        ratio[support] = np.inf  # the support always stays
         keep = np.zeros(self.size, dtype=bool)
-        keep[np.argsort(-ratio)[: cap // 2]] = True
+        keep[np.argsort(-ratio)[: max(cap // 2, int(support.sum()))]] = True
         self.highs.remove(keep)
         self.directions, self.Phi, self.w = self.directions[keep], self.Phi[:, keep], self.w[keep]
         return state._replace(solution=dataclasses.replace(state.solution, mu=state.solution.mu[keep]))
