@@ -239,11 +239,11 @@ def face_values(lam, Xr, sq_norms, U, patterns, slope, both_signs: bool = False)
     ``both_signs``, returns the values of U and of −U on the same faces: G_λ there depends on
     the face's slopes and on |⟨λ, s z⟩|, the same for both, so only the inside tests differ.
     """
-    values = _face_ratios(lam, *_face_geometry(Xr, sq_norms, U, patterns, slope))
+    values = _face_ratios(lam, *face_geometry(Xr, sq_norms, U, patterns, slope))
     return values if both_signs else values[0]
 
 
-def _face_geometry(Xr, sq_norms, U, patterns, slope):
+def face_geometry(Xr, sq_norms, U, patterns, slope):
     """The λ-free part of :func:`face_values`: s ∘ z (F, n), κ^{1/p} = 2√(S T) (F,), and whether U and
     −U lie in their faces (up to a margin of 10⁻⁹ ‖u‖ ‖x_i‖)."""
     n = Xr.shape[0]
@@ -323,7 +323,7 @@ class ExactPricer:
         self.test_dtype = torch.float64 if tf32 else torch.float32
         self.unit_rows = torch.where(norms > 0, Xr / torch.where(norms > 0, norms, 1.0), 0.0).to(self.test_dtype)
         self.rays, ray_patterns, spans, patterns = arrangement_faces(Xr)
-        self.ray_geometry = _face_geometry(Xr, self.sq_norms, self.rays, ray_patterns, self.slope)
+        self.ray_geometry = face_geometry(Xr, self.sq_norms, self.rays, ray_patterns, self.slope)
         r = Xr.shape[1]
         outer = (Xr[:, :, None] * Xr[:, None, :]).reshape(-1, r * r)  # x_i x_iᵀ, one row per sample
         self.chunks = []
@@ -425,4 +425,5 @@ __all__ = [
     "nudge_inactive",
     "arrangement_faces",
     "face_values",
+    "face_geometry",
 ]

@@ -21,15 +21,17 @@ cell of a smaller pattern, so the minimum over all patterns is unchanged.
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from .activations import HomogeneousActivation, get_activation
 from .backend import check_data
 from .errors import FlatbookInputError, SolverError
-from .pricing import arrangement_faces
+from .pricing import arrangement_faces, face_geometry
 
 
 @dataclass
@@ -120,4 +122,73 @@ def flattest_relu_over_patterns(X, y, patterns, solver: str = "CLARABEL") -> Pat
     )
 
 
-__all__ = ["PatternProgramResult", "activation_patterns", "all_activation_patterns", "flattest_relu_over_patterns"]
+@dataclass
+class KappaInfimum:
+    """κ_inf = min over the unit sphere of the flatness weight κ(u), and a direction where it is attained."""
+
+    value: float  #: κ_inf (0 when some direction activates no sample of the ReLU)
+    direction: torch.Tensor  #: (d,) a unit u with κ(u) = κ_inf
+
+
+#: faces of the arrangement handled at once (memory: faces × d × n floats)
+FACE_CHUNK = 8192
+
+
+def kappa_infimum(X, activation: HomogeneousActivation | str = "relu") -> KappaInfimum:
+    """κ_inf = inf_{‖u‖=1} κ(u) exactly, for the ReLU family in d ≤ 3 (book, chapter 4, eq. ``eq-path-norm``).
+
+    On a face of the data's arrangement with sign pattern P the slopes s_i = σ'(P_i) are fixed (σ'(0) the
+    negative slope), so κ(u)² = 4 S T with T = (2/n) Σ_i s_i² ‖x_i‖² constant and S = (2/n) uᵀ M_P u,
+    M_P = Σ_i s_i² x_i x_iᵀ.  On the closed face the minimum of this quadratic form is at a critical point in
+    the face's relative interior (an eigenvector of M_P compressed to the face's span) or on a smaller face,
+    where κ is at most the larger face's limit (z_i = 0 there, and a slope only falls from 1 to the negative
+    slope).  So κ_inf is the smallest κ over the arrangement's rays and the eigenvectors inside their faces.
+    Needs data in general position (every face touches a ray, :func:`~flatbook.pricing.arrangement_faces`).
+    """
+    X, _ = check_data(X, torch.zeros(X.shape[0], dtype=torch.float64))
+    activation = get_activation(activation)
+    n, d = X.shape
+    if not activation.piecewise_linear or d > 3:
+        raise FlatbookInputError(
+            f"κ_inf is computed exactly for the ReLU family in d <= 3 (got {activation.name!r}, d = {d}); "
+            "elsewhere bound it from above by κ at sampled directions (flatbook.flatness.unit_flatness_weights)."
+        )
+    rays, ray_patterns, spans, patterns = arrangement_faces(X)
+    if rays.shape[0] == 0:
+        raise FlatbookInputError(
+            "the samples are all parallel (their arrangement has no ray): κ_inf needs at least two "
+            "non-parallel samples; in that case a direction orthogonal to them activates none."
+        )
+    slope = float(getattr(activation, "negative_slope", 0.0))
+    sq_norms = (X * X).sum(1)
+    # at a ray, the samples it is orthogonal to are taken on their hyperplanes (σ'(0)), not by round-off's sign
+    kappa = face_geometry(X, sq_norms, rays, ray_patterns, slope)[1]
+    best = int(torch.argmin(kappa))
+    value, direction = float(kappa[best]), rays[best]
+    for start in range(0, patterns.shape[0], FACE_CHUNK):
+        pattern, span = patterns[start : start + FACE_CHUNK], spans[start : start + FACE_CHUNK]
+        s2 = torch.where(pattern > 0, torch.ones_like(pattern), torch.full_like(pattern, slope)) ** 2
+        M = torch.einsum("fi,ij,ik->fjk", s2, X, X)
+        _, vectors = torch.linalg.eigh(span.transpose(1, 2) @ M @ span)
+        U = (span @ vectors).transpose(1, 2).reshape(-1, d)  # each face's critical directions, zero-padded
+        face_patterns = pattern.repeat_interleave(d, dim=0)
+        real = torch.linalg.vector_norm(U, dim=1) > 0.5
+        U, face_patterns = U[real], face_patterns[real]
+        _, face_kappa, plus_inside, minus_inside = face_geometry(X, sq_norms, U, face_patterns, slope)
+        for sign, inside in ((1.0, plus_inside), (-1.0, minus_inside)):
+            if inside.any():
+                candidates = torch.where(inside, face_kappa, torch.full_like(face_kappa, math.inf))
+                at = int(torch.argmin(candidates))
+                if float(candidates[at]) < value:
+                    value, direction = float(candidates[at]), sign * U[at]
+    return KappaInfimum(value=value, direction=direction / torch.linalg.vector_norm(direction))
+
+
+__all__ = [
+    "KappaInfimum",
+    "PatternProgramResult",
+    "activation_patterns",
+    "all_activation_patterns",
+    "flattest_relu_over_patterns",
+    "kappa_infimum",
+]

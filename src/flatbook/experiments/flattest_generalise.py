@@ -50,6 +50,7 @@ from ..global_flattest import flattest_interpolator, measure_dual_bound
 from ..interpolators import minimum_l2_interpolator, random_directions
 from ..near_flattest import frank_wolfe_floor, near_flattest_set
 from ..network import TwoLayerNet
+from ..relu_cells import kappa_infimum
 from ..stats import mean_interval
 from ..tables import group, local_slopes, slope_across_seeds, where
 from .runner import map_points
@@ -287,7 +288,8 @@ def _point(config, noise_std, residual_std, n, seed, near=False):
         "measure_lower": flattest.measure_lower,
         # Υ of the teacher network (unit outer weights) on these inputs: it interpolates only without noise
         "teacher_upsilon": float(unit_flatness_weights(teacher.theta_star, X, activation).sum()),
-        "kappa_min": float(kappa.min()),
+        # κ_inf exactly over the arrangement's faces (d ≤ 3), the largest κ over random directions
+        "kappa_inf": kappa_infimum(X, activation).value,
         "kappa_max": float(kappa.max()),
         "sum_sq_norms": float((X * X).sum()),
         "half_space": in_half_space(X),
@@ -344,17 +346,16 @@ def _rademacher_point(config, n, seed):
         bound = measure_dual_bound(X, y, activation, signs)
         sups.append(bound.sup)
         pricing.add(bound.pricing)
-    kappa = unit_flatness_weights(random_directions(config.kappa_directions, config.d, seed=seed + 2), X, activation)
     complexity = float(np.mean(sups)) / n
-    kappa_min = float(kappa.min())
+    kappa_inf = kappa_infimum(X, activation).value
     return {
         "n": n,
         "seed": seed,
         "complexity": complexity,
         "complexity_se": float(np.std(sups, ddof=1) / math.sqrt(len(sups))) / n if len(sups) > 1 else math.nan,
-        "kappa_min": kappa_min,
-        # κ_min = 0: some direction activates no sample (the data lie in a half-space), no path-norm control
-        "bound": 2.0 * math.sqrt(float((X * X).sum())) / (n * kappa_min) if kappa_min > 0 else math.inf,
+        "kappa_inf": kappa_inf,
+        # κ_inf = 0: some direction activates no sample (the data lie in a half-space), no path-norm control
+        "bound": 2.0 * math.sqrt(float((X * X).sum())) / (n * kappa_inf) if kappa_inf > 0 else math.inf,
         "pricing": "/".join(sorted(pricing)),
     }
 
@@ -550,7 +551,7 @@ def _measure(runs, config):
                 "measure": float(np.median([r["measure_upper"] for r in members])),
                 "teacher_upsilon": float(np.median([r["teacher_upsilon"] for r in members])),
                 "path_norm": float(np.median([r["path_norm"] for r in members])),
-                "kappa_min": float(np.median([r["kappa_min"] for r in members])),
+                "kappa_inf": float(np.median([r["kappa_inf"] for r in members])),
                 "kappa_max": float(np.median([r["kappa_max"] for r in members])),
             }
             if members[0]["noise_variance"] > 0:
@@ -621,6 +622,11 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
     unknown = [c for c in (*config.conditions, *config.near_conditions) if c not in CONDITIONS]
     if unknown:
         raise FlatbookInputError(f"unknown conditions {unknown}; choose from {list(CONDITIONS)}.")
+    if not 1 <= config.d <= 3:
+        raise FlatbookInputError(
+            f"this experiment needs d <= 3 (got d = {config.d}): κ_inf and the noise's dual bound are computed "
+            "exactly over the data's hyperplane arrangement, which is enumerated in d <= 3 only."
+        )
     # a dataset is (τ, η, n, seed): conditions that coincide (every noise condition at n₀) share one point, which
     # computes the near-flattest range if any of them asks for it
     wanted = [

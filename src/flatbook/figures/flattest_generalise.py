@@ -45,9 +45,9 @@ def _log_axes(ax, ns):
 
 @figure("ch4-argument", flattest_generalise, "The steps of the path-norm argument, measured")
 def plot_argument(tables: dict) -> Figure:
-    """(a) κ over random directions (range of the medians) against 2√d; (b) V* = Υ* against n per condition, with
-    the teacher's Υ and the noise's dual lower bound; (c) √n times the Rademacher complexity of the unit Υ-ball,
-    computed exactly, against its bound."""
+    """(a) κ_inf (exact) and the largest κ over random directions (medians) against 2√d; (b) V* = Υ* against n
+    per condition, with the teacher's Υ and the noise's dual lower bound; (c) √n times the Rademacher complexity
+    of the unit Υ-ball, computed exactly, against its bound."""
     fig, axes = new_figure(ncols=3, height=3.0)
     runs = where(tables["runs"], method="flattest")
     ns = sorted(set(column(runs, "n")))
@@ -55,7 +55,7 @@ def plot_argument(tables: dict) -> Figure:
         ax = axes[0]
         first = where(runs, condition=runs[0]["condition"])
         extremes = (
-            ("kappa_min", "v", r"min over sampled $u$ ($\geq\kappa_{\inf}$)"),
+            ("kappa_inf", "v", r"$\kappa_{\inf}$ (exact)"),
             ("kappa_max", "^", r"max over sampled $u$"),
         )
         for field, marker, label in extremes:
@@ -66,7 +66,7 @@ def plot_argument(tables: dict) -> Figure:
         ax.axhline(limit, color=ROLE["bound"], ls="--", lw=1, label=r"$2\sqrt{d}$ ($n \to \infty$)")
         _log_axes(ax, ns)
         ax.set_yscale("linear")
-        ax.set_title(r"(a) $\kappa$ over random directions", fontsize=9)
+        ax.set_title(r"(a) $\kappa$: its infimum, its sampled maximum", fontsize=9)
         ax.legend(fontsize=7)
         ax = axes[1]
         for condition in dict.fromkeys(column(runs, "condition")):
