@@ -168,6 +168,17 @@ def test_flattest_generalise_tables():
             assert row["noise_dual_bound"] == max(row["noise_dual_projected"], row["noise_dual_plain"])
     for row in tables["rademacher"]:  # eq-rademacher, where the data leave no direction dead
         assert row["complexity"] <= row["bound"]
+    for row in runs:  # κ_inf, exact, is below κ at every direction of every network
+        assert row["kappa_inf"] <= row["net_kappa_min"] * (1 + 1e-9)
+    # the deeper search starts from the same dataset: its sweep-like worst is the sweep's own, to round-off
+    depth = tables["search_depth"]
+    datasets = flattest_generalise._points("fixed noise", config, config.depth_n)
+    assert [r["seed"] for r in depth] == [p["seed"] for p in datasets]
+    sweep = {r["seed"]: r for r in near if r["condition"] == "fixed noise" and r["n"] == config.depth_n}
+    for row in depth:
+        assert row["slack"] == config.slacks[-1]
+        assert row["worst"] == pytest.approx(sweep[row["seed"]]["worst"], rel=1e-9)
+        assert row["dictionary"] < row["deep_dictionary"] <= row["dictionary"] + config.depth_directions
     assert flattest_generalise.predicted_rate("noise, τ² ∝ n^-1/4") == -0.25
     assert flattest_generalise.predicted_rate("noiseless") == -0.5
     assert flattest_generalise.predicted_rate("fixed residual") == 0.0

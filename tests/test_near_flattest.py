@@ -118,6 +118,30 @@ def test_clear_errors():
         worst_near_flattest(X, y, "relu", 41, teacher, flattest=flattest)
     with pytest.raises(FlatbookInputError, match="starts"):
         worst_near_flattest(X, y, "relu", 40, teacher, flattest=flattest, starts=0)
+    with pytest.raises(FlatbookInputError, match=r"\(k, 2\)"):
+        near_flattest_set(X, y, "relu", 40, teacher, flattest=flattest, extra_directions=torch.ones(3))
+    with pytest.raises(FlatbookInputError, match="zero row"):
+        near_flattest_set(X, y, "relu", 40, teacher, flattest=flattest, extra_directions=torch.zeros(1, 2))
+
+
+def test_extra_directions_widen_the_dictionary_and_the_worst_found_cannot_fall():
+    """The same climb on a dictionary that holds the solver's plus extra directions: every earlier measure is
+    still in the polytope, so the worst vertex enumerated can only rise (checked on the exact enumeration)."""
+    teacher, X, y, flattest = small_instance()
+    near = near_flattest_set(X, y, "relu", 40, teacher, flattest=flattest)
+    extra = torch.tensor([[3.0, 4.0], [-1.0, 0.2]], dtype=torch.float64)
+    widened = near_flattest_set(X, y, "relu", 40, teacher, flattest=flattest, extra_directions=extra)
+    assert torch.allclose(widened.U[-2:], extra / extra.norm(dim=1, keepdim=True))
+    assert torch.equal(widened.U[:-2], near.U)
+    budget = near.budget_at(0.05)
+    worst = max(
+        near.excess(torch.as_tensor(mu)) for mu in vertices(near.Phi.numpy(), near.w.numpy(), y.numpy(), budget)
+    )
+    wider = max(
+        widened.excess(torch.as_tensor(mu))
+        for mu in vertices(widened.Phi.numpy(), widened.w.numpy(), y.numpy(), budget)
+    )
+    assert wider >= worst - 1e-12
 
 
 @pytest.mark.parametrize("name", ["relu", "quadratic"])

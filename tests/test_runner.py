@@ -140,6 +140,18 @@ def test_the_version_is_part_of_the_key(isolated_cache):
     assert CALLS == [0, 1, 0, 1]
 
 
+def other_toy_point(config, x, fail_at=None):
+    """A second point function of the same experiment that takes the same points."""
+    return [{"x": x, "other": True}]
+
+
+def test_two_point_functions_of_one_experiment_do_not_share_a_cache_entry(isolated_cache):
+    first = map_points(toy_point, Toy(), POINTS[:2], experiment="toy")
+    second = map_points(other_toy_point, Toy(), POINTS[:2], experiment="toy")
+    assert all("other" not in rows[0] for rows in first) and all(rows[0]["other"] for rows in second)
+    assert map_points(toy_point, Toy(), POINTS[:2], experiment="toy") == first  # each from its own entry
+
+
 def test_drawing_and_style_edits_keep_the_cache_key(tmp_path):
     package = tmp_path / "flatbook"
     shutil.copytree(runner.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))

@@ -117,15 +117,16 @@ class _VertexProgram:
 class NearFlattestSet:
     """The polytope P_B of the near-flattest measures over a dictionary, with the exact population loss on it.
 
-    Built by :func:`near_flattest_set`.  The dictionary ``U`` is the global solver's atoms (first) and its
-    last columns, unit rows with κ(u) > 0; ``w`` = κ(U)^{1/p}, ``Phi`` = σ(X Uᵀ), ``loss`` the population loss
-    as a convex quadratic F(μ) = μᵀKμ − 2bᵀμ + c in the measure μ, ``start`` the flattest measure.  A slack ε
-    sets the budget B(ε) = ((1 + ε) Υ_best m^{p−1})^{1/p} (:meth:`budget_at`)."""
+    Built by :func:`near_flattest_set`.  The dictionary ``U`` is the global solver's atoms (first), its
+    last columns and any ``extra_directions``, unit rows with κ(u) > 0; ``w`` = κ(U)^{1/p}, ``Phi`` = σ(X Uᵀ),
+    ``loss`` the population loss as a convex quadratic F(μ) = μᵀKμ − 2bᵀμ + c in the measure μ, ``start`` the
+    flattest measure.  A slack ε sets the budget B(ε) = ((1 + ε) Υ_best m^{p−1})^{1/p} (:meth:`budget_at`)."""
 
-    def __init__(self, X, y, activation, width, model, flattest: FlattestInterpolator):
+    def __init__(self, X, y, activation, width, model, flattest: FlattestInterpolator, extra_directions=None):
         self.X, self.y, self.activation, self.width = X, y, activation, width
         self.flattest = flattest
-        U = torch.cat([flattest.atoms.directions, flattest.columns])
+        extra = X.new_zeros(0, X.shape[1]) if extra_directions is None else extra_directions
+        U = torch.cat([flattest.atoms.directions, flattest.columns, extra])
         U = U / torch.linalg.vector_norm(U, dim=1, keepdim=True)
         w = unit_flatness_weights(U, X, activation) ** (1.0 / activation.p)
         live = w > 0
@@ -308,21 +309,32 @@ def near_flattest_set(
     model: MultiIndexModel,
     *,
     flattest: FlattestInterpolator | None = None,
+    extra_directions=None,
     **solver_options,
 ) -> NearFlattestSet:
     """The near-flattest polytope over the global solver's dictionary, with the exact population loss of
     ``model`` on it (see the module).  ``flattest`` reuses a result of
     :func:`~flatbook.global_flattest.flattest_interpolator` for this width and activation (else it is computed
-    with ``solver_options``)."""
+    with ``solver_options``).  ``extra_directions`` (k, d), e.g. random ones, widen the dictionary (normalised;
+    those that activate no sample are dropped)."""
     activation = get_activation(activation)
     X, y = check_data(X, y)
+    if extra_directions is not None:
+        extra_directions = torch.as_tensor(extra_directions, dtype=X.dtype, device=X.device)
+        if extra_directions.ndim != 2 or extra_directions.shape[1] != X.shape[1]:
+            raise FlatbookInputError(
+                f"extra_directions must be a (k, {X.shape[1]}) array of directions, got shape "
+                f"{tuple(extra_directions.shape)}."
+            )
+        if not bool((torch.linalg.vector_norm(extra_directions, dim=1) > 0).all()):
+            raise FlatbookInputError("extra_directions has a zero row: a direction must be non-zero.")
     if not isinstance(model, MultiIndexModel):
         raise FlatbookInputError(f"model must be a flatbook.data.MultiIndexModel (the teacher), got {model!r}.")
     if flattest is None:
         flattest = flattest_interpolator(X, y, activation, width, **solver_options)
     elif flattest.width != width or flattest.activation != activation:
         raise FlatbookInputError("flattest must be flattest_interpolator's result for this width and activation.")
-    return NearFlattestSet(X, y, activation, width, model, flattest)
+    return NearFlattestSet(X, y, activation, width, model, flattest, extra_directions)
 
 
 def worst_near_flattest(

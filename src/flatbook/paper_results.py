@@ -244,7 +244,14 @@ def resume_into_cache(results: dict) -> int:
     if _plain(dataclasses.asdict(config)) != results["config"]:
         return 0
     for entry in results["points"]:
-        store_point(entry["experiment"], config, _arguments(entry["point"]), entry["result"], entry["version"])
+        store_point(
+            entry["experiment"],
+            config,
+            _arguments(entry["point"]),
+            entry["result"],
+            entry["version"],
+            entry["function"],
+        )
     return len(results["points"])
 
 

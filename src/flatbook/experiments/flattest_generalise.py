@@ -29,6 +29,8 @@ trimmed mean, geometric mean with its interval, worst seed); ``verdicts`` (:func
 (F − F*)/τ² at fixed noise); ``paired`` (control over flattest on the same data: median log ratio and its
 interval); ``measure`` (V* against n per condition, with its slope, the teacher's Υ and the noise's dual
 bound); ``rademacher`` (the Rademacher complexity of the unit Υ-ball, computed exactly, against its bound);
+``search_depth`` (fixed noise, n = ``depth_n``, every seed: the worst found as in the sweep beside a deeper
+search, ``depth_starts`` starts on a dictionary widened by ``depth_directions`` random directions);
 ``balancedness`` (:func:`balancedness`).
 """
 
@@ -114,6 +116,9 @@ class Config:
     slacks: tuple = (0.001, 0.01, 0.05)
     near_conditions: tuple = ("noiseless", "fixed noise", "noise, τ² ∝ 1/n")
     worst_starts: int = 1
+    depth_n: int = 24
+    depth_starts: int = 32
+    depth_directions: int = 500
     floor_steps: int = 8
     kappa_directions: int = 2000
     rademacher_draws: int = 6
@@ -134,6 +139,9 @@ CONFIGS = {
         slacks=(0.01,),
         near_conditions=("fixed noise",),
         rademacher_draws=2,
+        depth_n=12,
+        depth_starts=4,
+        depth_directions=50,
         balance_n=8,
         balance_widths=(1, 4),
     ),
@@ -246,15 +254,9 @@ def _net_row(net, X, y, teacher, activation) -> dict:
     }
 
 
-def _point(config, noise_std, residual_std, n, seed, near=False):
-    """One dataset: the flattest interpolator and the control (rows ``method`` "flattest", "control"), and with
-    ``near`` the near-flattest range at every slack (rows ``method`` "near")."""
-    activation = get_activation(config.activation)
-    teacher = _teacher(config, noise_std, residual_std, seed)
-    X, y = teacher.sample(n, seed=seed + 1000)
-    noise = y - teacher.target(X)
-    m = config.width_factor * n
-    flattest = flattest_interpolator(
+def _flattest(config, X, y, activation, m, seed):
+    """The global solver with the experiment's options."""
+    return flattest_interpolator(
         X,
         y,
         activation,
@@ -265,6 +267,43 @@ def _point(config, noise_std, residual_std, n, seed, near=False):
         pricing_steps=config.pricing_steps,
         seed=seed,
     )
+
+
+def _search_depth_point(config, n, seed):
+    """How far the worst-near-flattest search is from saturation on one fixed-noise dataset at the largest slack:
+    the worst found as in the sweep (``worst_starts`` starts on the solver's dictionary) beside the worst found
+    with ``depth_starts`` starts on that dictionary widened by ``depth_directions`` random directions."""
+    activation = get_activation(config.activation)
+    teacher = teacher_for("fixed noise", config, n, seed)
+    X, y = teacher.sample(n, seed=seed + 1000)
+    m = config.width_factor * n
+    flattest = _flattest(config, X, y, activation, m, seed)
+    slack = config.slacks[-1]
+    near = near_flattest_set(X, y, activation, m, teacher, flattest=flattest)
+    widened = near_flattest_set(
+        X, y, activation, m, teacher, flattest=flattest,
+        extra_directions=random_directions(config.depth_directions, config.d, seed=seed + 5),
+    )  # fmt: skip
+    return {
+        "n": n,
+        "seed": seed,
+        "slack": slack,
+        "worst": near.worst(slack, starts=config.worst_starts, seed=seed).excess,
+        "deep_worst": widened.worst(slack, starts=config.depth_starts, seed=seed).excess,
+        "dictionary": int(near.U.shape[0]),
+        "deep_dictionary": int(widened.U.shape[0]),
+    }
+
+
+def _point(config, noise_std, residual_std, n, seed, near=False):
+    """One dataset: the flattest interpolator and the control (rows ``method`` "flattest", "control"), and with
+    ``near`` the near-flattest range at every slack (rows ``method`` "near")."""
+    activation = get_activation(config.activation)
+    teacher = _teacher(config, noise_std, residual_std, seed)
+    X, y = teacher.sample(n, seed=seed + 1000)
+    noise = y - teacher.target(X)
+    m = config.width_factor * n
+    flattest = _flattest(config, X, y, activation, m, seed)
     control_directions = random_directions(config.control_width_factor * n, config.d, seed=seed + 1)
     control = minimum_l2_interpolator(X, y, activation, control_directions)
     grid = random_directions(config.kappa_directions, config.d, seed=seed + 2)
@@ -653,6 +692,15 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
         jobs=jobs,
         backend=backend,
     )
+    depth = map_points(
+        _search_depth_point,
+        config,
+        [{"n": config.depth_n, "seed": point["seed"]} for point in _points("fixed noise", config, config.depth_n)],
+        experiment="flattest_generalise",
+        version=VERSION,
+        jobs=jobs,
+        backend=backend,
+    )
     by_point = {_dataset(point): rows for point, rows in zip(points, results, strict=True)}
     order = list(CONDITIONS)
     every = sorted(
@@ -679,5 +727,6 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
         "measure": measure,
         "measure_slopes": measure_slopes,
         "rademacher": sorted(rademacher, key=lambda r: r["n"]),
+        "search_depth": sorted(depth, key=lambda r: r["seed"]),
         "balancedness": balancedness(config, jobs=jobs, backend=backend),
     }

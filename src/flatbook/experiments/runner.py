@@ -167,12 +167,14 @@ def check_writable(directory: Path, what: str) -> Path:
     return directory
 
 
-def point_key(experiment: str, config, point: dict, version: int = 0) -> str:
-    """A stable key for one point: experiment, its version, config, point and computing-code fingerprint."""
+def point_key(experiment: str, config, point: dict, version: int = 0, function: str = "") -> str:
+    """A stable key for one point: experiment, its version, the point function (``module:qualname``: two
+    functions of one experiment can take the same point), config, point and computing-code fingerprint."""
     payload = json.dumps(
         {
             "experiment": experiment,
             "version": version,
+            "function": function,
             "config": dataclasses.asdict(config),
             "point": point,
             "code": code_fingerprint(),
@@ -267,13 +269,14 @@ def _store(path: Path, result) -> None:
     tmp.replace(path)  # atomic: an interrupted write never leaves a corrupt entry
 
 
-def store_point(experiment: str, config, point: dict, result, version: int = 0) -> Path | None:
+def store_point(experiment: str, config, point: dict, result, version: int = 0, function: str = "") -> Path | None:
     """Put one point's result into the cache of the current code, as :func:`map_points` would have stored it
-    (a result computed elsewhere by the same code); the entry's path, or None when the cache is off."""
+    (a result computed elsewhere by the same code, by the point function ``module:qualname``); the entry's
+    path, or None when the cache is off."""
     directory = cache_dir()
     if directory is None:
         return None
-    path = entry_path(directory, experiment, point_key(experiment, config, point, version))
+    path = entry_path(directory, experiment, point_key(experiment, config, point, version, function))
     _store(path, json.loads(json.dumps(result)))
     return path
 
@@ -437,8 +440,11 @@ def map_points(
         raise FlatbookInputError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}.")
     jobs = default_jobs() if jobs is None else jobs
     directory = cache_dir()
+    function_name = f"{function.__module__}:{function.__qualname__}"
     paths = [
-        entry_path(directory, experiment, point_key(experiment, config, p, version)) if directory else None
+        entry_path(directory, experiment, point_key(experiment, config, p, version, function_name))
+        if directory
+        else None
         for p in points
     ]
     results = [_load(path) if path is not None and path.exists() else None for path in paths]
@@ -449,7 +455,6 @@ def map_points(
     _COUNTS["computed"] += len(todo)
     bar = progress_bar(len(points), len(points) - len(todo), desc or experiment)
     recorded = _RECORDED
-    function_name = f"{function.__module__}:{function.__qualname__}"
 
     def record(i, seconds):
         if recorded is not None:
