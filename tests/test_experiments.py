@@ -256,9 +256,12 @@ def test_mirror_flow_tables():
         assert row["neuron_weights"] == sorted(row["neuron_weights"], reverse=True)
         assert 1 <= row["active"] <= config.m and "parameters" not in row
         assert all(row[f"cost_margin {g}"] > 0 for g in mirror_flow.GEOMETRIES)
-    for label in labels:  # the balance drift shrinks with the step (first order)
-        rows = sorted((r for r in tables["balance"] if r["potential"] == label), key=lambda r: r["step"])
-        assert rows[0]["drift"] < rows[-1]["drift"]
+    for label in labels:  # the balance drift shrinks with the step (first order), for every seed
+        for seed in range(config.seeds):
+            rows = sorted(
+                (r for r in tables["balance"] if r["potential"] == label and r["seed"] == seed), key=lambda r: r["step"]
+            )
+            assert len(rows) == len(config.balance_steps) and rows[0]["drift"] < rows[-1]["drift"]
     # the KKT residual at every loss level of every main run (none for the mixed pair: two horizon degrees)
     levels = {(p, level) for p in labels for level in config.kkt_losses}
     assert {(r["potential"], r["level"]) for r in tables["kkt"]} == levels
@@ -271,6 +274,10 @@ def test_mirror_flow_tables():
     assert [(r["beta"], r["seed"]) for r in tables["sparsification"]] == [(b, 0) for b in (None, *config.betas)]
     gd = tables["sparsification"][0]
     assert gd["cosine_with_gd"] == pytest.approx(1.0) and gd["target_active"] >= 1
+    # the sparse level comes from gradient descent's count, the dense reference outside the sweep of β
+    assert all(
+        r["target_active"] == math.floor(config.sparse_fraction * gd["final_active"]) for r in tables["sparsification"]
+    )
     widths = {(r["beta"], r["width"]) for r in tables["alignment"]}
     assert widths == {*((b, config.m) for b in config.betas), *((config.width_beta, w) for w in config.widths)}
     for row in tables["alignment"]:  # aligned at the start: time 0; never: inf; else within the run

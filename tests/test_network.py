@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -122,6 +124,21 @@ def test_active_neurons_counts_the_weight_carrying_neurons():
     assert net.active_neurons(0.99) == int((share < 0.99 * (1 - 1e-12)).sum()) + 1
     with pytest.raises(FlatbookInputError, match=r"mass must lie in \(0, 1\]"):
         net.active_neurons(0.0)
+
+
+def test_distinct_directions_count_copies_of_a_direction_once():
+    """Four active neurons: two copies of e_1 (one rescaled), e_2, and a direction at cosine 0.98 to e_2, which
+    counts as its own at the default cosine 0.99 and joins e_2's group at 0.97."""
+    near_e2 = torch.tensor([math.sqrt(1 - 0.98**2), 0.98], dtype=torch.float64)
+    theta = torch.stack(
+        [torch.tensor([1.0, 0.0]), torch.tensor([3.0, 0.0]), torch.tensor([0.0, 2.0]), near_e2]
+    ).double()
+    net = TwoLayerNet(torch.tensor([4.0, -1.0, 2.0, 1.0], dtype=torch.float64), theta, "relu")
+    assert net.active_neurons(1.0) == 4
+    assert net.distinct_directions(1.0) == 3
+    assert net.distinct_directions(1.0, cosine=0.97) == 2
+    with pytest.raises(FlatbookInputError, match="cosine must lie"):
+        net.distinct_directions(cosine=1.5)
 
 
 def test_weighted_alignment_weights_each_neuron_by_its_effective_weight():

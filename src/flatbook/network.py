@@ -130,6 +130,19 @@ class TwoLayerNet:
             return 0
         return int(torch.searchsorted(torch.cumsum(weights, 0), mass * total * (1 - 1e-12))) + 1
 
+    def distinct_directions(self, mass: float = 0.99, cosine: float = 0.99) -> int:
+        """How many distinct directions the :meth:`active_neurons` carry: heaviest first, a neuron starts a new
+        group unless its u_j has cosine ≥ ``cosine`` with a group's first direction (copies of one direction
+        count once)."""
+        if not -1 <= cosine <= 1:
+            raise FlatbookInputError(f"cosine must lie in [-1, 1], got {cosine!r}.")
+        order = torch.argsort(self.effective_outer_weights().abs(), descending=True)[: self.active_neurons(mass)]
+        leaders: list[torch.Tensor] = []
+        for u in self.directions()[order]:
+            if not any(float(u @ leader) >= cosine for leader in leaders):
+                leaders.append(u)
+        return len(leaders)
+
     def weighted_alignment(self, theta_star) -> float:
         """Σ_j |ã_j| ρ_j / Σ_j |ã_j|: the alignment of the neurons that carry the weight."""
         weights = self.effective_outer_weights().abs()

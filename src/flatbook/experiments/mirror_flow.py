@@ -17,7 +17,8 @@ Tables:
   test accuracy and the sorted per-neuron weights |a_j| ‖θ_j‖;
 - ``cosines``: cosine between the final parameter directions of two potentials;
 - ``balance``: the largest drift of the balance quantity B_j (book eq.
-  ``eq-balance``) along fixed-step training up to a fixed flow time, per step size;
+  ``eq-balance``) along fixed-step training up to a fixed flow time, per potential, step size and seed
+  (data and start);
 - ``slow``: hyperbolic entropy with scale β swept (and, at ``width_beta``, the
   width swept), per seed: active neurons and the ratio Q(∇R(w)) / ‖w‖₁ along
   training;
@@ -101,6 +102,7 @@ class Config:
     max_steps: int = 20_000
     n_logs: int = 60
     active_mass: float = 0.99
+    distinct_cosine: float = 0.99
     kkt_losses: tuple = (1e-3, 1e-10, 1e-30, 1e-100)
     kkt_active_slack: float = 0.01
     kkt_zero_mass: float = 0.01
@@ -112,7 +114,7 @@ class Config:
     width_beta: float = 0.3
     align_level: float = 0.5
     sweep_target_loss: float = 1e-250
-    sparse_factor: float = 1.5
+    sparse_fraction: float = 0.25
     balance_steps: tuple = (0.4, 0.2, 0.1, 0.05)
     balance_time: float = 100.0
     digits_seeds: int = 8
@@ -245,6 +247,7 @@ def _main_point(config: Config, label: str, seed: int) -> dict:
             f"cost_margin {other}": neuron_cost_margin(run.net, data.X, data.y, *run_potentials(other))
             for other in GEOMETRIES
         },
+        "distinct_directions": run.net.distinct_directions(config.active_mass, config.distinct_cosine),
         "train_accuracy": _accuracy(run.net, data.X, data.y),
         "test_accuracy": _accuracy(run.net, data.X_test, data.y_test),
         "neuron_weights": sorted(_neuron_weights(run.net).tolist(), reverse=True),
@@ -321,11 +324,12 @@ def _rates(config: Config, trajectory: list[dict]) -> list[dict]:
     return [row]
 
 
-def _balance_point(config: Config, label: str, name: str, params: dict, step: float) -> dict:
-    """Fixed-step mirror descent to flow time ``balance_time``; the largest drift max_j |B_j(t) − B_j(0)|."""
-    data = _teacher_data(config, config.seed)
+def _balance_point(config: Config, label: str, name: str, params: dict, step: float, seed: int = 0) -> dict:
+    """Fixed-step mirror descent to flow time ``balance_time`` from seed ``seed``'s data and start; the largest
+    drift max_j |B_j(t) − B_j(0)|."""
+    data = _teacher_data(config, config.seed + 100 * seed)
     potential = get_potential(name, **params)
-    start = _initial_network(config, config.d, config.m, config.seed + 1)
+    start = _initial_network(config, config.d, config.m, config.seed + 100 * seed + 1)
     initial = balance(start, potential)
     run = mirror_descent(
         start,
@@ -346,6 +350,7 @@ def _balance_point(config: Config, label: str, name: str, params: dict, step: fl
         "balance": [
             {
                 "potential": label,
+                "seed": seed,
                 "step": step,
                 "steps": run.steps,
                 "time": run.time,
@@ -463,6 +468,7 @@ def _digits_point(config: Config, label: str, name: str, params: dict, seed: int
             "fraction": fraction,
             "test_accuracy": _accuracy(prune(run.net, fraction, what), data.X_test, data.y_test),
             "active": run.net.active_neurons(config.active_mass),
+            "distinct_directions": run.net.distinct_directions(config.active_mass, config.distinct_cosine),
             "steps": run.steps,
             "loss": run.history[-1]["loss"],
         }
@@ -497,9 +503,10 @@ def points(config: Config) -> list[dict]:
     return (
         [{"kind": "main", "label": label, "seed": s} for s in seeds for label in GEOMETRIES]
         + [
-            {"kind": "balance", "label": lab, "name": nam, "params": par, "step": step}
+            {"kind": "balance", "label": lab, "name": nam, "params": par, "step": step, "seed": s}
             for lab, nam, par in MAIN_POTENTIALS
             for step in config.balance_steps
+            for s in seeds
         ]
         + [
             {"kind": "sweep", "beta": beta, "width": width, "seed": s}
@@ -531,7 +538,7 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
     tables["horizon"] = _with_main_runs(tables["horizon"], tables["solutions"])
     tables["cosines"] = _cosines(tables["solutions"], tables["horizon"])
     beta_sweep = where(tables["slow"], lambda r: r["beta"] in (None, *config.betas), width=config.m)
-    tables["sparsification"] = _sparsification(beta_sweep, config.sparse_factor)
+    tables["sparsification"] = _sparsification(beta_sweep, config.sparse_fraction)
     tables["alignment"] = _alignment(tables["slow"], config.align_level)
     for key in ("solutions", "slow", "horizon"):
         for row in tables[key]:
@@ -574,14 +581,15 @@ def _cosines(solutions: list[dict], horizon: list[dict]) -> list[dict]:
     return rows
 
 
-def _sparsification(slow: list[dict], sparse_factor: float) -> list[dict]:
-    """Per seed and β: the first logged flow time with at most ``sparse_factor`` × (that seed's sparsest final count)
-    active neurons, and the final direction's cosine with gradient descent's from the same start."""
+def _sparsification(slow: list[dict], sparse_fraction: float) -> list[dict]:
+    """Per seed and β: the first logged flow time with at most ``sparse_fraction`` × (gradient descent's final
+    count from the same start: the dense reference, outside the sweep of β) active neurons, and the final
+    direction's cosine with gradient descent's."""
     rows = []
     for seed, runs in group(slow, "seed", sort=True).items():
         finals = index(where(runs, final=True), "beta")
-        target = math.floor(sparse_factor * min(r["active"] for b, r in finals.items() if b is not None))
         gd = finals[None]
+        target = math.floor(sparse_fraction * gd["active"])
         for beta, final in finals.items():
             reached = [r["time"] for r in where(runs, beta=beta) if r["active"] <= target]
             rows.append(

@@ -34,13 +34,18 @@ def _mean_band(values) -> tuple[float, float, float]:
 
 @figure("ch6-balance", mirror_flow, "Drift of the balance equation against the step size")
 def plot_balance(tables: dict) -> Figure:
-    """Largest drift of the balance quantity against the step size (log-log), slope-1 guide."""
+    """Largest drift of the balance quantity against the step size (log-log): one line per potential and seed
+    (data and start), slope-1 guide."""
     fig, axes = new_figure(height=3.2)
     ax = axes[0]
     with book_style():
         for label in LABELS:
-            sel = sorted(where(tables["balance"], potential=label), key=lambda r: r["step"])
-            ax.plot(column(sel, "step"), column(sel, "drift"), "o-", color=COLOUR[label], label=label)
+            for seed, rows in group(where(tables["balance"], potential=label), "seed", sort=True).items():
+                sel = sorted(rows, key=lambda r: r["step"])
+                ax.plot(
+                    column(sel, "step"), column(sel, "drift"), "o-", color=COLOUR[label], alpha=0.6, ms=3,
+                    label=label if seed == 0 else None,
+                )  # fmt: skip
         steps = np.array(distinct(tables["balance"], "step", sort=True))
         ref = max(column(tables["balance"], "drift")) / steps.max()
         ax.plot(steps, ref * steps * 1.5, "--", color=PALETTE["black"], lw=1, label=r"$\propto \eta$")
