@@ -20,15 +20,17 @@ quadratic in any dimension, over the whole sphere, a subspace, or the ρ0-band {
   samples, T ≥ (2/n)(Σ_{z_i > 0 surely} ‖x_i‖² + s² Σ_{others} ‖x_i‖²).  With the Cauchy-Schwarz bound
   G_λ ≤ (n/4) max |λ_i|/‖x_i‖ / γ over the samples that can be active on the cap (eq. ``eq-pricing-bound``),
   the smaller of the two bounds the cap.
-  *Quadratic*: the numerator uᵀMu (M = Σ λ_i x_i x_iᵀ) differs from its value at ĉ by at most
-  2 sin δ ‖(I − ĉĉᵀ)Mĉ‖ + sin²δ ‖M‖₂; T = uᵀ B u ≥ cos²δ ĉᵀBĉ − 2 sin δ ‖(I − ĉĉᵀ)Bĉ‖, S ≥ (2/n) Σ min z_i⁴ and
+  *Quadratic*: with u = cos φ ĉ + sin φ w (w ⊥ ĉ, φ ≤ δ), the numerator has |uᵀMu| ≤ |ĉᵀMĉ| +
+  min(1, 2 sin δ) ‖(I − ĉĉᵀ)Mĉ‖ + sin²δ ‖M‖₂ (M = Σ λ_i x_i x_iᵀ; the three terms of the expansion);
+  T = uᵀ B u ≥ cos²δ ĉᵀBĉ − 2 sin δ ‖(I − ĉĉᵀ)Bĉ‖, S ≥ (2/n) Σ min z_i⁴ and
   S ≥ (2/n²)(uᵀGu)² (power mean, G = Σ x_i x_iᵀ, bounded below in the same way); and the matrix geometric
   mean bound of :func:`~flatbook.pricing.quadratic_dual_ratio_bound` holds on every cap.
   Each bound tends to G_λ(ĉ) (or to the supremum of G_λ near ĉ, where G_λ jumps) as δ → 0.
 - **Branching.**  The caps with the largest bounds are split (the box halved along its longest side) until
   every bound is within ``rel_tol`` of the best value found at an admissible point (the cap centres, moved into
   the band where they lie outside it, and the given starts), or the cap budget is spent.  The result's
-  ``upper`` is the largest bound of a cap not yet discarded, so it is proven however the search ends.
+  ``upper`` is the largest bound over every cap, discarded ones included (those are within ``rel_tol`` of the
+  best value found), so it is proven however the search ends.
 
 The bounds are evaluated in float64 with a relative allowance of 1e-9 for round-off (``ROUND_OFF``).
 """

@@ -11,7 +11,7 @@ Tables:
   at distances from the optimum spread log-uniformly over three decades;
 - ``weights``: |ã_j| of the solution, sorted;
 - ``balancedness``: for each width m, the flattest interpolator over m random directions
-  (an upper bound on Υ*(m)) beside the global flattest interpolator of that width
+  (an upper bound on Υ*(m)) beside the best interpolator of that width found over all directions
   (:func:`~flatbook.global_flattest.flattest_interpolator`, one measure split for every width), with
   their Υ, the proven lower bound, max_j |ã_j| and the number of distinct directions;
 - ``splitting``: the quadratic teacher direction repeated k times in a dictionary, and Υ
@@ -101,6 +101,9 @@ def _activation_point(config: Config, name: str, index: int) -> dict:
     X, y = teacher.sample(config.n, seed=seed + 1)
     result = _solve(activation, teacher, X, y, config.m, seed + 2)
     lp_norm = float((result.effective_a.abs() ** result.p).sum())
+    shares = torch.sort(result.kappa * result.effective_a.abs() ** result.p, descending=True).values
+    # the fewest neurons that carry 90 % of Υ: a count of the neurons that matter, free of a zero threshold
+    carriers = int(torch.searchsorted(torch.cumsum(shares, 0), 0.9 * float(shares.sum()))) + 1
     solution = {
         "activation": name,
         "p": result.p,
@@ -112,6 +115,7 @@ def _activation_point(config: Config, name: str, index: int) -> dict:
         "duality_gap": result.duality_gap,
         "residual": result.residual,
         "support": result.support_size,
+        "carriers_90": carriers,
         "condition_number": result.condition_number,
         "kappa_min": float(result.kappa.min()),
         "kappa_max": float(result.kappa.max()),

@@ -70,11 +70,12 @@ def plot_sorted_weights(tables: dict) -> Figure:
 @figure(
     "ch2-balancedness",
     convex_dual,
-    "Flatness and largest weight against the width: dictionary optimum vs global flattest",
+    "Flatness and largest weight against the width: dictionary optimum vs the best found over all directions",
 )
 def plot_balancedness(tables: dict) -> Figure:
-    """Υ against the width: the flattest over m random directions against the global flattest (with its
-    proven lower bound), scaled by m^{p−1}; and max_j |ã_j| of the global flattest with the 1/m line."""
+    """Υ against the width: the flattest over m random directions against the best interpolator found over all
+    directions (an upper bound on Υ*(m), with its proven lower bound), scaled by m^{p−1}; and max_j |ã_j| of the
+    best found with the 1/m line."""
     fig, axes = new_figure(ncols=2, height=3.2)
     with book_style():
         rows = tables["balancedness"]
@@ -97,7 +98,7 @@ def plot_balancedness(tables: dict) -> Figure:
                 scale * column(sel, "global_upper"),
                 "o-",
                 color=colour,
-                label=f"{DISPLAY_NAME[name]}: global flattest",
+                label=f"{DISPLAY_NAME[name]}: best found, all directions",
             )
             axes[0].plot(
                 m,
@@ -123,7 +124,7 @@ def plot_balancedness(tables: dict) -> Figure:
             yscale="log",
             xlabel="width $m$",
             ylabel=r"$\max_j |\tilde a_j|$",
-            title="largest effective weight (global flattest)",
+            title="largest effective weight (best found)",
         )
         for ax in axes:
             ax.set_xticks(ms, [f"{m:g}" for m in ms])
