@@ -531,7 +531,8 @@ def ratios(rows: list[dict]) -> list[dict]:
     """Per point and ρ0: the proven bracket [lower(bad)/upper(best), upper(bad)/lower(best)] on Υ_bad/Υ*, the ratio
     of the networks found, and the certificate's proven lower bound where computed.
 
-    lower(bad) is the larger of the two lower bounds (the bad set is a subset, so Υ_bad ≥ Υ*), and upper(best)
+    lower(bad) is the larger of the two lower bounds (the bad set is a subset, so Υ_bad ≥ Υ*, which also makes
+    the ratio at least 1: the proven lower end is never below 1), and upper(best)
     the smaller of the flattest network's Υ and the teacher's (the noiseless teacher, split into m copies, is an
     interpolator of the width too; with label noise it is not, and upper(best) is the flattest network's Υ).
     """
@@ -544,7 +545,7 @@ def ratios(rows: list[dict]) -> list[dict]:
             out.append(
                 {
                     **{k: bad[k] for k in _KEPT},
-                    "proven": max(bad["lower"], best["lower"]) / best_upper,
+                    "proven": max(1.0, max(bad["lower"], best["lower"]) / best_upper),
                     "outer": bad["upper"] / best["lower"] if best["lower"] > 0 else math.inf,
                     "estimate": bad["upper"] / best_upper,
                     "certificate": bad.get("certificate_ratio", math.nan)
@@ -606,6 +607,7 @@ def slopes(ratio_rows: list[dict], fit_from_n_over_d: float = 0.0) -> tuple[list
                         "theory": c / (c + 1),
                         "from_n_over_d": fit_from_n_over_d,
                         "to_n_over_d": max(column(in_regime, "n_over_d")),
+                        "sizes": len(distinct(in_regime, "n")),
                     }
                 )
             for step in local_slopes(usable, "n_over_d", name):
