@@ -204,6 +204,54 @@ def test_a_primal_missing_part_of_its_support_is_corrected_to_interpolate_on_the
     assert column_generation.corrected_support(mu, Phi, yt, w, central, 0.5 * lower) is None
 
 
+def test_purification_gives_independent_columns_at_no_larger_cost_and_the_same_fit():
+    """lp.purify against the linear program's optimum (cvxpy): from a dense interpolator and from an optimal one
+    spread over copies of its columns (optimal, not basic), it returns at most n independent columns, the same
+    Φã to round-off, a cost no larger than the start's, and from the optimal spread the optimum itself."""
+    from flatbook.lp import purify
+
+    rng = np.random.default_rng(5)
+    columns, weights, y = rng.standard_normal((15, 200)), rng.uniform(0.5, 2.0, 200), rng.standard_normal(15)
+    exact = cvxpy_weighted_l1(columns, y, weights)
+    Phi, w, yt = (torch.from_numpy(a) for a in (columns, weights, y))
+    dense = torch.linalg.lstsq(Phi, yt[:, None]).solution[:, 0]  # every entry non-zero
+    vertex = torch.as_tensor(RestrictedMaster.of_columns(Phi, w, yt).solve().solution.mu)
+    on = torch.nonzero(vertex).flatten()
+    copies = torch.cat([Phi, Phi[:, on].repeat(1, 3)], dim=1)
+    copy_weights = torch.cat([w, w[on].repeat(3)])
+    spread = torch.cat([vertex / 4, (vertex[on] / 4).repeat(3)])  # each optimal atom split over four copies
+    for start, matrix, cost in ((dense, Phi, w), (spread, copies, copy_weights)):
+        purified = purify(start, matrix, cost)
+        support = purified != 0
+        assert int(support.sum()) <= 15 and int(torch.linalg.matrix_rank(matrix[:, support])) == int(support.sum())
+        assert float((matrix @ (purified - start)).abs().max()) <= 1e-10 * float(yt.abs().max())
+        assert float(cost @ purified.abs()) <= float(cost @ start.abs()) * (1 + 1e-12)
+        assert float(cost @ purified.abs()) >= exact * (1 - 1e-6)  # cvxpy's optimum is accurate to about 1e-8
+    assert float(copy_weights @ purify(spread, copies, copy_weights).abs()) == pytest.approx(exact, rel=1e-6)
+
+
+def test_a_large_master_whose_vertex_the_dual_misses_is_purified_without_highs(monkeypatch):
+    """Above PURIFY_FIRST_ENTRIES the vertex step corrects and purifies the interior point's primal before HiGHS
+    (whose simplex from scratch passed its time limit on a 1000 × 21212 master): here every master counts as
+    large and HiGHS refuses, and the run still ends basic, verified, at the value of the default run."""
+    from flatbook.global_flattest import verify_certificate
+    from flatbook.weighted_l1 import WeightedL1Master
+
+    _, X, y = data(4, 16, "relu", noise=0.3)
+    reference = flattest_interpolator(X, y, "relu", 32, rounds=6)
+
+    def refuses(self):
+        raise AssertionError("HiGHS was asked")
+
+    monkeypatch.setattr(column_generation, "PURIFY_FIRST_ENTRIES", 0)
+    monkeypatch.setattr(column_generation, "vertex_from_dual", lambda *args, **kwargs: None)
+    monkeypatch.setattr(WeightedL1Master, "solve", refuses)
+    result = flattest_interpolator(X, y, "relu", 32, rounds=6)
+    assert verify_certificate(result, X, y).ok
+    assert result.atoms.directions.shape[0] <= 16
+    assert result.upper == pytest.approx(reference.upper, rel=1e-3)
+
+
 def test_inexact_master_stops_short_with_a_centred_dual():
     """The inexact master (primal-dual column generation): an interior point stopped at a loose gap.  Its dual
     is no certificate of the master's optimum, but scaled into the dual feasible set it still bounds it from

@@ -38,7 +38,7 @@ from .backend import lstsq_driver
 from .certified_pricing import CapBranchAndBound, cap_branch_and_bound_available
 from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverError
 from .flatness import unit_flatness_weights
-from .lp import InteriorPointIterate, interior_point, vertex_from_dual, weak_duality_bound
+from .lp import InteriorPointIterate, interior_point, purify, vertex_from_dual, weak_duality_bound
 from .pricing import (
     ExactPricer,
     dual_ratio_bound,
@@ -62,6 +62,7 @@ __all__ = [
     "RestrictedMaster",
     "StopReason",
     "corrected_support",
+    "corrected_vertex",
     "new_columns",
     "pricing_mode",
     "stalled",
@@ -81,6 +82,10 @@ MASTER_RESTART_FACTOR = 10.0
 CERTIFY_UP_TO = 3
 #: the default number of caps the cap branch-and-bound may bound in one pricing round
 MAX_CAPS = 500_000
+#: a master with at least this many feature entries (n × columns) whose vertex the dual does not identify is
+#: corrected and purified before HiGHS is asked: HiGHS's simplex from scratch took seconds on the book's masters
+#: (up to about 5·10⁶ entries) but passed its 600 s limit on a 1000 × 21212 quadratic master
+PURIFY_FIRST_ENTRIES = 10**7
 
 
 class StopReason(enum.Enum):
@@ -238,20 +243,31 @@ class RestrictedMaster:
         if vertex is not None:
             mu, dual = vertex
             return MasterSolution(mu=mu.cpu().numpy(), dual=dual.cpu().numpy(), value=float(self.w @ mu.abs()))
+        if primal is not None and self.Phi.numel() >= PURIFY_FIRST_ENTRIES:
+            corrected = self._corrected(central, primal)
+            if corrected is not None:
+                return corrected
         try:
             return self.highs.solve()
         except (InfeasibleInterpolationError, SolverError):
             # HiGHS can call a degenerate master infeasible by round-off although the interior point interpolates
             # with its columns, or reach its time limit on a large dense master: then that iterate, corrected to
-            # interpolate on a support, is the solution (within rtol of the proven bound, not a vertex, so not
-            # marked basic; the proven lower bound comes from the dual whatever the primal is).
-            lower = self.weak_duality_bound(central)
-            refit = None if primal is None else corrected_support(primal, self.Phi, self.y, self.w, central, lower)
-            if refit is None:
+            # interpolate on a support and purified, is the solution (within rtol of the proven bound; the proven
+            # lower bound comes from the dual whatever the primal is).
+            corrected = None if primal is None else self._corrected(central, primal)
+            if corrected is None:
                 raise
-            return MasterSolution(
-                mu=refit.cpu().numpy(), dual=central.cpu().numpy(), value=float(self.w @ refit.abs()), basic=False
-            )
+            return corrected
+
+    def _corrected(self, central: torch.Tensor, primal: torch.Tensor) -> MasterSolution | None:
+        """The interior point's primal corrected to interpolate (:func:`corrected_vertex`), or None."""
+        found = corrected_vertex(primal, self.Phi, self.y, self.w, central, self.weak_duality_bound(central))
+        if found is None:
+            return None
+        mu, basic = found
+        return MasterSolution(
+            mu=mu.cpu().numpy(), dual=central.cpu().numpy(), value=float(self.w @ mu.abs()), basic=basic
+        )
 
     def vertex(self, state: MasterState) -> MasterState:
         """The state with its solution replaced by an optimal vertex (at most n atoms), if it is not one."""
@@ -337,6 +353,23 @@ def corrected_support(mu, Phi, y, w, dual, lower: float, rtol: float = 1e-4, thr
             if _optimal_interpolator(corrected, Phi, y, w, (1.0 + rtol) * lower):
                 return corrected
     return None
+
+
+def corrected_vertex(mu, Phi, y, w, dual, lower: float, rtol: float = 1e-4) -> tuple[torch.Tensor, bool] | None:
+    """:func:`corrected_support`, then purified to independent columns (:func:`~flatbook.lp.purify`, which never
+    raises Σ w_j|μ_j|) and re-fitted on that support: (μ, True) when that interpolates within the same value limit,
+    else the corrected μ with False (optimal to ``rtol``, not basic); None when no correction interpolates."""
+    corrected = corrected_support(mu, Phi, y, w, dual, lower, rtol)
+    if corrected is None:
+        return None
+    purified = purify(corrected, Phi, w)
+    support = purified != 0
+    refit = torch.zeros_like(purified)
+    refit[support] = torch.linalg.lstsq(Phi[:, support], y[:, None], driver=lstsq_driver(Phi)).solution[:, 0]
+    independent = int(torch.linalg.matrix_rank(Phi[:, support])) == int(support.sum())
+    if independent and _optimal_interpolator(refit, Phi, y, w, (1.0 + rtol) * lower):
+        return refit, True
+    return corrected, False
 
 
 class Pricing(NamedTuple):

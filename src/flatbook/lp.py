@@ -9,7 +9,8 @@ share.  With v = Φᵀλ the dual is max λᵀy subject to |v_j| ≤ κ_j (eq. `
 - :func:`interior_point` (Mehrotra's predictor-corrector on the n × n normal equations) gives a central
   dual λ and a primal iterate near the centre of the optimal face;
 - :func:`vertex_from_dual` reads the optimal vertex off such a λ (complementary slackness), certified by
-  :func:`basis_vertex`, with :func:`simplex_crossover` as the last resort.
+  :func:`basis_vertex`, with :func:`simplex_crossover` as the last resort;
+- :func:`purify` moves any feasible ã to a basic one (independent columns) of no larger cost.
 
 Every vertex returned is certified: it interpolates to 1e-10 max|y| and a feasible λ leaves a relative
 duality gap of at most 1e-9.
@@ -32,6 +33,7 @@ __all__ = [
     "basis_vertex",
     "interior_point",
     "into_dual_feasible",
+    "purify",
     "simplex_crossover",
     "vertex_from_dual",
     "weak_duality_bound",
@@ -292,6 +294,57 @@ def simplex_crossover(S, signs, Phi, y, kappa, max_pivots: int):
         degenerate = float(theta[order[first]]) == 0.0
         S[leaving], signs[leaving] = j, t
     return None
+
+
+def purify(a, Phi, kappa, rank_rtol: float = 1e-12) -> torch.Tensor:
+    """A basic solution of no larger cost Σ_j κ_j|ã_j| with the same Φã: ã moved along null directions z of its
+    support's columns (Φ_S z = 0), each step against the cost (Σ_j κ_j sign(ã_j) z_j ≤ 0, linear while no entry
+    changes sign) until an entry reaches zero, until the support's columns are independent (the classical
+    purification of a linear program's solution).  Blockwise: up to 2n support columns at a time, whose null space
+    (one SVD: singular values below ``rank_rtol``·σ_max) has dimension at least the block's size minus n; each
+    step zeroes one entry and eliminates that coordinate from the remaining null vectors (a rank-one update
+    pivoted on the largest entry).  Φã changes by round-off and the null space's tolerance only: callers
+    re-fit the residual on the returned support."""
+    a = a.clone()
+    n = Phi.shape[0]
+    while True:
+        support = torch.nonzero(a).flatten()
+        size = min(support.numel(), 2 * n)
+        if size == 0:
+            return a
+        block = support[:size]
+        _, singular, vh = torch.linalg.svd(Phi[:, block], full_matrices=True)
+        rank = int((singular > rank_rtol * singular[0]).sum())
+        null = vh[rank:].T.clone()  # (size, size − rank): Φ_block z ≈ 0
+        if null.shape[1] == 0:
+            return a  # the block is the whole support (size < 2n only then) and its columns are independent
+        part = a[block].clone()
+        cost = kappa[block]
+        while null.shape[1] > 0:
+            z = null[:, 0]
+            signs = torch.sign(part)
+            if float((cost * signs) @ z) > 0:
+                z = -z
+            shrinking = part * z < 0
+            if not bool(shrinking.any()):  # cost-neutral and only growing: the other way shrinks
+                z = -z
+                shrinking = part * z < 0
+            if not bool(shrinking.any()):  # zero on the remaining support (round-off): nothing to move
+                null = null[:, 1:]
+                continue
+            steps = torch.where(shrinking, -part / torch.where(shrinking, z, torch.ones_like(z)), torch.inf)
+            j = int(torch.argmin(steps))
+            part = part + steps[j] * z
+            part[j] = 0.0
+            pivot = int(torch.argmax(null[j].abs()))
+            if float(null[j, pivot].abs()) == 0.0:  # every null vector is zero at j already: drop the used one
+                null = null[:, 1:]
+                continue
+            null = null - torch.outer(null[:, pivot] / null[j, pivot], null[j])
+            null = torch.cat([null[:, :pivot], null[:, pivot + 1 :]], dim=1)
+        a[block] = part
+        if int(torch.count_nonzero(a)) == support.numel():
+            return a  # no entry reached zero: the null directions left were round-off
 
 
 def vertex_from_dual(lam, Phi, y, kappa, tight_tols=(1e-6, 1e-4), primal=None, swaps: int = 4, crossover: bool = False):
