@@ -330,6 +330,8 @@ def _point(config, noise_std, residual_std, n, seed, near=False):
         # κ_inf exactly over the arrangement's faces (d ≤ 3), the largest κ over random directions
         "kappa_inf": kappa_infimum(X, activation).value,
         "kappa_max": float(kappa.max()),
+        # sup_u κ(u) ≤ (4/n) ‖X‖_op ‖X‖_F (S ≤ (2/n)‖X‖_op², T ≤ (2/n)‖X‖_F²): a proven ceiling
+        "kappa_sup_bound": 4.0 / n * float(torch.linalg.matrix_norm(X, ord=2)) * math.sqrt(float((X * X).sum())),
         "sum_sq_norms": float((X * X).sum()),
         "half_space": in_half_space(X),
         "control_condition": float(torch.linalg.cond(activation(X @ control_directions.T))),
@@ -434,8 +436,9 @@ def trimmed_mean(values, proportion: float = 0.2) -> float:
 def verdict(low: float, high: float, delta: float = DELTA) -> str:
     """Benign, tempered or catastrophic *over the measured range*, from the 95 % interval [low, high] of the
     log-log slope of (F − F*)/τ² against n: "level" (tempered over the range) if the interval lies in
-    [−delta, delta], else "falling" (benign-like) if it lies below 0, "growing" (catastrophic-like) if above 0,
-    else "undecided".  No finite range decides a limit: a rate slower than n^{±delta} is not excluded."""
+    [−delta, delta], else "falling" if it lies below 0 (benign, or tempered with a transient), "growing"
+    (catastrophic-like) if above 0, else "undecided".  No finite range decides a limit: a rate slower than
+    n^{±delta} is not excluded.  ``delta`` is a convention fixed in advance, not a margin derived from the question."""
     if not low <= high:
         raise FlatbookInputError(f"need low <= high, got [{low}, {high}].")
     if -delta <= low and high <= delta:
