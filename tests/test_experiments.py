@@ -100,12 +100,16 @@ def test_bad_interpolators_tables(smoke_cache, monkeypatch):
     assert {r["pricing"] for r in tables["certified"] if r["method"] == "best" or r["rho"] == 0.0} == {"exact"}
     for row in tables["ratios"]:
         if row["sweep"] != "certificate":
-            assert row["proven"] <= row["estimate"] * (1 + 1e-9) <= row["outer"] * (1 + 1e-8), row
+            # the proven end is floored at the trivial 1 (the bad set is a subset), which the estimate need not be
+            assert row["proven"] <= max(1.0, row["estimate"]) * (1 + 1e-9), row
+            assert row["estimate"] <= row["outer"] * (1 + 1e-8), row
     fitted = {(r["sweep"], r["rho"], r["ratio"]) for r in tables["slopes"]}
     assert {("certified", 0.0, "proven"), ("certificate", 0.0, "certificate")} <= fitted
     assert all(r["from_n_over_d"] == config.fit_from_n_over_d for r in tables["slopes"])
     for row in tables["slopes"] + tables["local_slopes"]:
-        assert row["low"] < row["high"]  # a real interval from several seeds, not a point
+        # an interval from several seeds around the mean (a point where every seed's slope is the same, e.g. ratios
+        # at the trivial floor 1 on every seed)
+        assert row["low"] <= row["slope"] <= row["high"]
     local = [r for r in tables["local_slopes"] if r["sweep"] == "certified" and r["ratio"] == "proven"]
     assert len(local) == 2 * (len(config.certified_n_grid) - 1)  # two alignments, consecutive n
     assert all(math.isfinite(r["memorising_upsilon"]) for r in tables["certified"])
@@ -117,7 +121,7 @@ def test_bad_interpolators_tables(smoke_cache, monkeypatch):
     # Label noise: the teacher does not interpolate, so upper(best) is the network found, never the teacher's Υ.
     assert {r["noise"] for r in tables["noisy"]} == {config.noise_std} and config.noise_std > 0
     for row in (r for r in tables["ratios"] if r["sweep"] == "noisy"):
-        assert math.isnan(row["teacher_upsilon"]) and row["proven"] <= row["estimate"] * (1 + 1e-9)
+        assert math.isnan(row["teacher_upsilon"]) and row["proven"] <= max(1.0, row["estimate"]) * (1 + 1e-9)
     # The proposition's terms on the great circle: its chain, left to right, and its bound B_n(δ).
     for row in tables["certificate"]:
         assert row["certificate_sup"] <= row["process_sup"] / row["kappa_perp_min"] * (1 + 1e-6), row
