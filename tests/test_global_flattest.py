@@ -253,6 +253,32 @@ def test_a_large_master_whose_vertex_the_dual_misses_is_purified_without_highs(m
     assert result.upper == pytest.approx(reference.upper, rel=1e-3)
 
 
+def test_purification_comes_before_highs_from_exactly_purify_first_entries(monkeypatch):
+    """The threshold at its boundary: a master of exactly PURIFY_FIRST_ENTRIES feature entries is purified without
+    asking HiGHS; one entry fewer asks HiGHS first."""
+    from flatbook.weighted_l1 import WeightedL1Master
+
+    rng = np.random.default_rng(6)
+    columns, weights, y = rng.standard_normal((6, 50)), rng.uniform(0.5, 2.0, 50), rng.standard_normal(6)
+    Phi, w, yt = (torch.from_numpy(a) for a in (columns, weights, y))
+    master = RestrictedMaster.of_columns(Phi, w, yt)
+    _, central, _ = master.solve(gap_tol=1e-9)
+    primal = torch.as_tensor(master.solve().solution.mu)  # an optimal primal, as the interior point's would be
+    asked = []
+
+    def highs(self):
+        asked.append(1)
+        raise SolverError("refused")
+
+    monkeypatch.setattr(column_generation, "vertex_from_dual", lambda *args, **kwargs: None)
+    monkeypatch.setattr(WeightedL1Master, "solve", highs)
+    for threshold, asks in ((Phi.numel(), 0), (Phi.numel() + 1, 1)):
+        asked.clear()
+        monkeypatch.setattr(column_generation, "PURIFY_FIRST_ENTRIES", threshold)
+        solution = master.vertex_at(central, primal=primal)
+        assert len(asked) == asks and solution.basic and int(np.count_nonzero(solution.mu)) <= 6
+
+
 def test_inexact_master_stops_short_with_a_centred_dual():
     """The inexact master (primal-dual column generation): an interior point stopped at a loose gap.  Its dual
     is no certificate of the master's optimum, but scaled into the dual feasible set it still bounds it from
