@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 from bench_trace import problem
 
-from flatbook import flattest_outer_weights, get_activation, hessian_trace, paper_results
+from flatbook import TwoLayerNet, flattest_outer_weights, get_activation, hessian_trace, paper_results
 from flatbook.data import single_index
 from flatbook.errors import FlatbookInputError
 from flatbook.experiments.runner import experiment_names
@@ -83,14 +83,20 @@ def synchronised(fn):
     return run
 
 
-def compare_devices(compute, gpu: str) -> dict:
-    """``compute()`` (returns a float) timed on ``gpu`` (fastest of three after a warm-up) and once on the CPU."""
+def compare_devices(computation, gpu: str) -> dict:
+    """``computation(device)()`` (a float; its data already on ``device``) timed on ``gpu`` (the fastest of three
+    after a warm-up) and once on the CPU, with the GPU memory it took (0 would mean it never ran there)."""
     with on_device(gpu):
-        synchronised(compute)()
-        value_gpu, seconds_gpu = fastest(synchronised(compute), repeats=3)
+        compute = synchronised(computation(gpu))
+        compute()
+        if gpu == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        value_gpu, seconds_gpu = fastest(compute, repeats=3)
+        peak = torch.cuda.max_memory_allocated() if gpu == "cuda" else 0
     with on_device("cpu"):
-        value_cpu, seconds_cpu = timed(compute)
+        value_cpu, seconds_cpu = timed(computation("cpu"))
     return {
+        "gpu_peak_memory_gib": round(peak / 2**30, 2),
         "gpu_s": round(seconds_gpu, 4),
         "cpu_s": round(seconds_cpu, 4),
         "cpu_over_gpu": round(seconds_cpu / seconds_gpu, 2),
@@ -104,7 +110,13 @@ def trace_row(size: str, gpu: str) -> dict:
     n, m, d = SIZES["trace"][size]
     with on_device("cpu"):
         net, X, y = problem(n, m, d, get_activation("relu"))
-    return {"n": n, "m": m, "d": d, **compare_devices(lambda: hessian_trace(net, X, y), gpu)}
+
+    def computation(device):  # the trace computes where the network's weights are
+        here = TwoLayerNet(net.a.to(device), net.theta.to(device), net.activation)
+        X_here, y_here = X.to(device), y.to(device)
+        return lambda: hessian_trace(here, X_here, y_here)
+
+    return {"n": n, "m": m, "d": d, **compare_devices(computation, gpu)}
 
 
 def flattest_weights_row(size: str, gpu: str) -> dict:
@@ -113,7 +125,12 @@ def flattest_weights_row(size: str, gpu: str) -> dict:
     with on_device("cpu"):
         X, y = single_index(d, link=activation, seed=0).sample(n, seed=1)
         theta = random_directions(m, d, seed=2)
-    row = compare_devices(lambda: flattest_outer_weights(theta, X, y, activation).flatness, gpu)
+
+    def computation(device):
+        theta_here, X_here, y_here = theta.to(device), X.to(device), y.to(device)
+        return lambda: flattest_outer_weights(theta_here, X_here, y_here, activation).flatness
+
+    row = compare_devices(computation, gpu)
     return {"n": n, "m": m, "d": d, "activation": "relu_power(c=2)", **row}
 
 
@@ -196,9 +213,13 @@ def child(args) -> int:
     return 0
 
 
+SECTIONS = ("trace", "flattest_weights", "experiments")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, help="the JSON file of the rows")
+    parser.add_argument("--out", type=Path, help="the JSON file of the rows (sections not run are kept)")
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="default: all")
     parser.add_argument("--commit", default=None, help="the commit of the code that runs (the machine may lack .git)")
     parser.add_argument("--deadline", type=float, default=420.0, help="seconds for the whole script (default 420)")
     parser.add_argument("--jobs", type=int, default=8, help="processes per experiment (default 8)")
@@ -218,8 +239,9 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     gpu = "cuda" if torch.cuda.is_available() else "cpu"
     size = "quick" if args.quick else "full"
+    rows = json.loads(args.out.read_text()) if args.out.is_file() else {}
     with on_device(gpu):
-        rows = {
+        where = {
             "commit": args.commit,
             "machine": machine(),
             "versions": package_versions(),
@@ -227,26 +249,27 @@ def main(argv=None) -> int:
             "gpu": torch.cuda.get_device_name() if gpu == "cuda" else None,
         }
 
-    def save():
+    def save(section, value):
+        rows[section] = {**where, "rows": value}
         args.out.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
+        print(section, value, flush=True)
 
-    save()
     for name, row in (("trace", trace_row), ("flattest_weights", flattest_weights_row)):
-        rows[name] = row(size, gpu)
-        print(name, rows[name], flush=True)
-        save()
-    rows["experiments"] = []
+        if name in args.sections:
+            save(name, [row(size, gpu)])
+    if "experiments" not in args.sections:
+        return 0
+    experiments: list[dict] = []
     with on_device(gpu):
         for name, cpu_wall in experiment_order():
             left = args.deadline - (time.perf_counter() - start)
             if left < 5:
-                rows["experiments"].append({"experiment": name, "committed_cpu_wall_s": cpu_wall, "run": False})
-                continue
-            row = {"committed_cpu_wall_s": cpu_wall, **run_experiment(name, args.jobs, left, args.quick)}
-            rows["experiments"].append(row)
-            print(row, flush=True)
-            save()
-    save()
+                experiments.append({"experiment": name, "committed_cpu_wall_s": cpu_wall, "run": False})
+            else:
+                experiments.append(
+                    {"committed_cpu_wall_s": cpu_wall, **run_experiment(name, args.jobs, left, args.quick)}
+                )
+            save("experiments", experiments)
     return 0
 
 
