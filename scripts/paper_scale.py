@@ -19,7 +19,7 @@ from pathlib import Path
 
 from flatbook import paper_results
 from flatbook.errors import FlatbookInputError
-from flatbook.experiments.runner import code_fingerprint, experiment_names
+from flatbook.experiments.runner import experiment_fingerprint, experiment_names
 
 RESULTS = Path(__file__).resolve().parent.parent / "book" / "paper_scale" / "results"
 
@@ -39,7 +39,8 @@ def main(argv=None) -> int:
     path = RESULTS / paper_results.file_name(args.experiment)
     if path.exists():
         previous = paper_results.load(path)
-        if previous["complete"] and previous["code_fingerprint"] == code_fingerprint() and not args.again:
+        current = previous["code_fingerprint"] == experiment_fingerprint(args.experiment)
+        if previous["complete"] and current and not args.again:
             print(f"{path} is complete and from the current code; --again recomputes it.")
             return 0
         resumed = paper_results.resume_into_cache(previous) if not args.again else 0

@@ -345,7 +345,13 @@ def _toy_spec():
 
     module = SimpleNamespace(CONFIGS=dict.fromkeys(SCALES, ToyConfig()), run=run)
     return SimpleNamespace(
-        experiment_module=module, draw=draw, title="Toy", chapter="book/toy.md", computed_by="run", drawn_by="draw"
+        experiment_module=module,
+        experiment="toy-fig",
+        draw=draw,
+        title="Toy",
+        chapter="book/toy.md",
+        computed_by="run",
+        drawn_by="draw",
     )
 
 
@@ -358,7 +364,7 @@ def test_the_sidecar_records_command_cache_hits_hashes_and_machine(tmp_path, mon
     assert second["cache"] == {"points_computed": 0, "points_from_cache": 3}
     assert first["command_line"] == "flatbook figure toy --out somewhere"
     assert second["command_line"] == shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
-    assert first["code_fingerprint"] == code_fingerprint()
+    assert first["code_fingerprint"] == code_fingerprint()  # "toy-fig" is no experiment module: the whole package
     for sidecar, folder in ((first, tmp_path / "a"), (second, tmp_path / "b")):
         assert sidecar == json.loads((folder / "toy.json").read_text())
         assert set(sidecar["sha256"]) == {"toy.png", "toy.svg", "toy.pdf"} == set(sidecar["files"])

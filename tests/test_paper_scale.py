@@ -210,7 +210,7 @@ def test_the_provenance_names_the_command_commit_and_whether_the_code_is_current
 def test_the_fingerprint_is_of_the_code_the_run_started_with(isolated_cache, monkeypatch):
     """Source files edited while a long run goes on must not be credited with its numbers."""
     calls = iter(["started-with", "edited-meanwhile", "edited-meanwhile"])
-    monkeypatch.setattr(paper_results, "code_fingerprint", lambda: next(calls))
+    monkeypatch.setattr(paper_results, "experiment_fingerprint", lambda experiment: next(calls))
     results = paper_results.run("symmetry_paradox", "smoke", jobs=1, allow_uncommitted=True)
     assert results["code_fingerprint"] == "started-with"
 

@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -168,6 +169,70 @@ def test_drawing_and_style_edits_keep_the_cache_key(tmp_path):
     )
     runner.code_fingerprint.cache_clear()
     assert runner.code_fingerprint(package) != before
+
+
+def _edited(package, relative):
+    """Append a comment to one file of the copied package: a change of its code as far as a fingerprint sees."""
+    (package / relative).write_text((package / relative).read_text() + "\n# an edit\n")
+    runner.code_fingerprint.cache_clear()
+
+
+def test_an_experiment_fingerprint_sees_the_code_it_runs_and_no_other(tmp_path):
+    package = tmp_path / "flatbook"
+    shutil.copytree(runner.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+
+    def fingerprints():
+        runner.code_fingerprint.cache_clear()
+        return {name: runner.code_fingerprint(package, name) for name in ("mirror_flow", "convex_dual")}
+
+    names = lambda name: {p.relative_to(package).as_posix() for p in runner.experiment_sources(name, package)}  # noqa: E731
+    # imported inside a function (column_generation), through a package's re-export (flatbook's own names), and
+    # the packages above the module
+    assert {"lp.py", "network.py", "__init__.py", "experiments/__init__.py"} <= names("convex_dual")
+    assert "near_flattest.py" in names("flattest_generalise") and "near_flattest.py" not in names("convex_dual")
+    assert not any(name.startswith("figures/") for name in names("mirror_flow"))
+    before = fingerprints()
+    _edited(package, "experiments/mirror_flow.py")
+    after = fingerprints()
+    assert after["mirror_flow"] != before["mirror_flow"] and after["convex_dual"] == before["convex_dual"]
+    _edited(package, "network.py")  # shared by both
+    shared = fingerprints()
+    assert all(shared[name] != after[name] for name in shared)
+    _edited(package, "near_flattest.py")  # chapter 4's alone
+    assert fingerprints() == shared
+    with pytest.raises(FlatbookInputError, match="no experiment module 'runner_typo'"):
+        runner.experiment_sources("runner_typo", package)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("experiment", runner.experiment_names())
+def test_every_function_an_experiment_runs_is_in_its_fingerprint(experiment, isolated_cache):
+    """The smoke run of each experiment, in this process, traced: every function of the package it calls lies in a
+    file of :func:`experiment_sources` (or in the drawing and command-line files no fingerprint holds)."""
+    import importlib
+    import sys
+
+    from flatbook.experiments import config_for
+
+    module = importlib.import_module(f"flatbook.experiments.{experiment}")
+    called = set()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            called.add(frame.f_code.co_filename)
+
+    sys.setprofile(profile)
+    try:
+        module.run(config_for(module.CONFIGS, "smoke"), jobs=1)
+    finally:
+        sys.setprofile(None)
+    package = runner.PACKAGE.resolve()
+    ran = {Path(f).resolve() for f in called if Path(f).resolve().is_relative_to(package)}
+    computing = set(runner.computing_sources(package))
+    assert ran & computing, "the trace saw none of the package's code"
+    assert ran & computing <= set(runner.experiment_sources(experiment, package)), sorted(
+        str(p.relative_to(package)) for p in (ran & computing) - set(runner.experiment_sources(experiment, package))
+    )
 
 
 def _fill(isolated_cache, experiment="symmetry_paradox"):

@@ -4,8 +4,8 @@
 ``book/paper_scale/results/EXPERIMENT.json.gz`` (:func:`write`; gzip-compressed JSON, one point per line
 inside): the tables the chapter reads, every point with the
 function that computed it, its result and its seconds (:func:`flatbook.experiments.runner.recording_points`),
-and the provenance: the commit (a run refuses uncommitted changes), the computing code's fingerprint, the
-configuration, machine, device, library versions, wall time, command line and cache hits.
+and the provenance: the commit (a run refuses uncommitted changes), the fingerprint of the code the experiment
+runs, the configuration, machine, device, library versions, wall time, command line and cache hits.
 
 A stopped run writes what finished (``complete`` false, no tables); :func:`resume_into_cache` puts those points
 back into the cache, on any machine with the same computing code, so the next run computes only the rest.
@@ -33,7 +33,7 @@ from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverErro
 from .experiments import config_for
 from .experiments.runner import (
     cache_dir,
-    code_fingerprint,
+    experiment_fingerprint,
     experiment_names,
     recording_points,
     store_point,
@@ -98,7 +98,7 @@ def run(experiment: str, scale: str = "paper", jobs: int | None = None, *, allow
             "the checkout has uncommitted changes in src/ or book/: commit them first, so that the results name "
             "the code that computed them."
         )
-    fingerprint = code_fingerprint()  # of the code as the run starts: the files may change while it runs
+    fingerprint = experiment_fingerprint(experiment)  # of the code as the run starts: files may change during it
     start = time.perf_counter()
     tables = None
     failure = None
@@ -215,7 +215,7 @@ def provenance(results: dict) -> str:
     """Where committed results come from, as a sentence for a chapter (Markdown): file, command, commit,
     wall time, machine, and whether the computing code that made them is the current one."""
     experiment = results["experiment"]
-    current = results["code_fingerprint"] == code_fingerprint()
+    current = results["code_fingerprint"] == experiment_fingerprint(experiment)
     code = (
         "by the current computing code"
         if current
@@ -239,7 +239,7 @@ def resume_into_cache(results: dict) -> int:
     directory = cache_dir()
     module = _module(results["experiment"])
     config = config_for(module.CONFIGS, results["scale"])
-    if directory is None or results["code_fingerprint"] != code_fingerprint():
+    if directory is None or results["code_fingerprint"] != experiment_fingerprint(results["experiment"]):
         return 0
     if _plain(dataclasses.asdict(config)) != results["config"]:
         return 0

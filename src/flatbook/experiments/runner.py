@@ -8,16 +8,17 @@ instant and an interrupted sweep resumes where it stopped.
 
 - Cache: one JSON file per point under ``$FLATBOOK_CACHE`` (default
   ``~/.cache/flatbook``), keyed by the experiment, its ``VERSION``, the full
-  config, the point and a fingerprint of the package's *computing* code
-  (:func:`computing_sources`: every module except the drawing in
-  ``flatbook/figures/`` and the command line), so an edit of anything that can
-  change a result invalidates it, and an edit of a plot, a colour or the style
-  keeps it.  ``VERSION`` (an integer in each experiment module) is for what the
+  config, the point and a fingerprint of the computing code the experiment runs
+  (:func:`experiment_sources`: its module and every module of the package it
+  imports, transitively, never the drawing in ``flatbook/figures/`` or the
+  command line), so an edit of anything that can change its results invalidates
+  them, and an edit of a plot, a colour, the style or another experiment's code
+  keeps them.  ``VERSION`` (an integer in each experiment module) is for what the
   fingerprint cannot see: bump it when the results change meaning without a
   change in this package's code (a solver or library upgrade that changes the
   numbers, a changed reading of a field), and every point of that experiment is
   computed again.  ``FLATBOOK_CACHE=off`` disables the cache.  Entries sit in
-  ``<cache>/<experiment>/<fingerprint>/<key>.json``, so :func:`cache_summary`
+  ``<cache>/<experiment>/<its fingerprint>/<key>.json``, so :func:`cache_summary`
   (``flatbook cache info``) tells entries of the current code from stale ones
   and :func:`clear_cache` (``flatbook cache clear``) removes either.
 - Progress: a ``tqdm.auto`` bar per sweep (a widget in Jupyter when ipywidgets is installed, text
@@ -36,6 +37,7 @@ instant and an interrupted sweep resumes where it stopped.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import dataclasses
@@ -59,7 +61,9 @@ __all__ = [
     "run_report",
     "NOT_COMPUTING",
     "computing_sources",
+    "experiment_sources",
     "code_fingerprint",
+    "experiment_fingerprint",
     "cache_dir",
     "check_writable",
     "point_key",
@@ -129,11 +133,83 @@ def computing_sources(root: Path = PACKAGE) -> list[Path]:
     return sorted(path for path in root.rglob("*.py") if path.relative_to(root).parts[0] not in NOT_COMPUTING)
 
 
-@functools.lru_cache(maxsize=4)
-def code_fingerprint(root: Path = PACKAGE) -> str:
-    """SHA-256 of the package's computing code (:func:`computing_sources`, paths and contents)."""
+def _module_path(parts: tuple[str, ...], root: Path) -> Path | None:
+    """The file of the package module ``parts`` (relative to the package), a package's ``__init__.py``, or None."""
+    folder = root.joinpath(*parts)
+    if (folder / "__init__.py").is_file():
+        return folder / "__init__.py"
+    file = folder.with_suffix(".py")
+    return file if parts and file.is_file() else None
+
+
+def _imported_modules(path: Path, root: Path) -> set[tuple[str, ...]]:
+    """The package modules that the file ``path`` imports anywhere (inside functions too), as parts relative to
+    the package. ``from package import name`` counts ``name`` as a submodule where there is one, and otherwise
+    the module the package's ``__init__.py`` takes ``name`` from."""
+    parts = path.relative_to(root).with_suffix("").parts
+    package = parts[:-1]  # a module's package; for an __init__.py, its own
+    found: set[tuple[str, ...]] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [tuple(alias.name.split(".")) for alias in node.names]
+            found.update(name[1:] for name in names if name[0] == root.name)
+        elif isinstance(node, ast.ImportFrom):
+            module = tuple(node.module.split(".")) if node.module else ()
+            if node.level:
+                base = package[: len(package) - node.level + 1] + module
+            elif module[:1] == (root.name,):
+                base = module[1:]
+            else:
+                continue
+            found.add(base)
+            for alias in node.names:
+                if _module_path((*base, alias.name), root) is not None:
+                    found.add((*base, alias.name))
+                elif (root.joinpath(*base) / "__init__.py").is_file():
+                    found.update(_defining_modules(base, alias.name, root))
+    return {parts for parts in found if _module_path(parts, root) is not None}
+
+
+def _defining_modules(package: tuple[str, ...], name: str, root: Path) -> set[tuple[str, ...]]:
+    """The modules a package's ``__init__.py`` takes ``name`` from (``from .module import name``)."""
+    init = root.joinpath(*package) / "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(init.read_text(), filename=str(init))):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            if any((alias.asname or alias.name) == name for alias in node.names):
+                found.add((*package, *node.module.split(".")))
+    return found
+
+
+def experiment_sources(experiment: str, root: Path = PACKAGE) -> list[Path]:
+    """The computing code (:func:`computing_sources`) that ``experiment``'s module runs, sorted: the module, the
+    packages above it, and every package module it imports, transitively. A package's ``__init__.py`` counts as
+    code, but only the names taken from it are followed (its other re-exports are not what the points run)."""
+    start = ("experiments", experiment)
+    if _module_path(start, root) is None:
+        raise FlatbookInputError(f"no experiment module {experiment!r} in {root / 'experiments'}.")
+    computing = set(computing_sources(root))
+    seen: set[tuple[str, ...]] = set()
+    todo: list[tuple[str, ...]] = [start]
+    while todo:
+        parts = todo.pop()
+        path = _module_path(parts, root)
+        if parts in seen or path is None or path not in computing:
+            continue
+        seen.add(parts)
+        todo.extend(parts[:i] for i in range(len(parts)))  # the packages above it run first
+        if path.name != "__init__.py":
+            todo.extend(_imported_modules(path, root))
+    return sorted(path for parts in seen if (path := _module_path(parts, root)) is not None)
+
+
+@functools.lru_cache(maxsize=32)
+def code_fingerprint(root: Path = PACKAGE, experiment: str | None = None) -> str:
+    """SHA-256 of computing code (paths and contents): the whole package's (:func:`computing_sources`), or only
+    what ``experiment`` runs (:func:`experiment_sources`) when it is named."""
+    sources = computing_sources(root) if experiment is None else experiment_sources(experiment, root)
     digest = hashlib.sha256()
-    for path in computing_sources(root):
+    for path in sources:
         digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -169,7 +245,8 @@ def check_writable(directory: Path, what: str) -> Path:
 
 def point_key(experiment: str, config, point: dict, version: int = 0, function: str = "") -> str:
     """A stable key for one point: experiment, its version, the point function (``module:qualname``: two
-    functions of one experiment can take the same point), config, point and computing-code fingerprint."""
+    functions of one experiment can take the same point), config, point and the fingerprint of the code the
+    experiment runs (:func:`experiment_fingerprint`)."""
     payload = json.dumps(
         {
             "experiment": experiment,
@@ -177,7 +254,7 @@ def point_key(experiment: str, config, point: dict, version: int = 0, function: 
             "function": function,
             "config": dataclasses.asdict(config),
             "point": point,
-            "code": code_fingerprint(),
+            "code": experiment_fingerprint(experiment),
         },
         sort_keys=True,
         default=str,
@@ -192,14 +269,20 @@ def experiment_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name != "runner")
 
 
-def _code_folder() -> str:
-    """The name of the folder that holds the points of the current computing code."""
-    return code_fingerprint()[:16]
+def experiment_fingerprint(experiment: str) -> str:
+    """:func:`code_fingerprint` of the code ``experiment`` runs; of the whole package's computing code for a
+    name that is no experiment module (a sweep of the caller's own, e.g. in a test)."""
+    return code_fingerprint(experiment=experiment if experiment in experiment_names() else None)
+
+
+def _code_folder(experiment: str) -> str:
+    """The name of the folder that holds the points of ``experiment``'s current computing code."""
+    return experiment_fingerprint(experiment)[:16]
 
 
 def entry_path(directory: Path, experiment: str, key: str) -> Path:
-    """Where one point's result is cached: under a folder named by the computing-code fingerprint."""
-    return directory / experiment / _code_folder() / f"{key}.json"
+    """Where one point's result is cached: under a folder named by its experiment's code fingerprint."""
+    return directory / experiment / _code_folder(experiment) / f"{key}.json"
 
 
 def _cache_dir_for(action: str) -> Path:
@@ -229,9 +312,10 @@ def _unknown_experiment(name: str, known: list[str]) -> str:
 
 def cache_summary(experiments=()) -> list[dict]:
     """One row per experiment: cached points of the current code and stale ones (older code), with their bytes."""
-    directory, current = _cache_dir_for("summarise"), _code_folder()
+    directory = _cache_dir_for("summarise")
     rows = []
     for name in _check_experiments(experiments):
+        current = _code_folder(name)
         counts = {"current": 0, "current_bytes": 0, "stale": 0, "stale_bytes": 0}
         for path in (directory / name).glob("*/*.json"):
             kind = "current" if path.parent.name == current else "stale"
@@ -245,9 +329,10 @@ def clear_cache(experiments=(), *, stale_only: bool = False) -> int:
     """Delete the cached points of ``experiments`` (default: all), or only those of older code; return how many."""
     import shutil
 
-    directory, current = _cache_dir_for("clear"), _code_folder()
+    directory = _cache_dir_for("clear")
     removed = 0
     for name in _check_experiments(experiments):
+        current = _code_folder(name)
         for folder in (directory / name).glob("*"):
             if folder.is_dir() and not (stale_only and folder.name == current):
                 removed += sum(1 for _ in folder.glob("*.json"))

@@ -27,7 +27,7 @@ from .. import __version__
 from ..backend import default_device
 from ..errors import FlatbookInputError, did_you_mean
 from ..experiments import SCALES, config_for
-from ..experiments.runner import cache_counts, check_writable, code_fingerprint
+from ..experiments.runner import cache_counts, check_writable, experiment_fingerprint
 from .registry import get_spec
 
 __all__ = ["own_checkout", "git_commit", "machine", "package_versions", "save_figure", "make"]
@@ -169,7 +169,7 @@ def make(
         "config": dataclasses.asdict(config),
         "flatbook_version": __version__,
         "git_commit": git_commit(),
-        "code_fingerprint": code_fingerprint(),
+        "code_fingerprint": experiment_fingerprint(spec.experiment),
         "command_line": shlex.join(command),
         "versions": package_versions(),
         "device": str(default_device()),
