@@ -146,6 +146,7 @@ def _activation_point(config: Config, name: str, index: int) -> dict:
                 "global_lower_estimate": best.lower_estimate,
                 "global_certified": best.certified,
                 "global_pricing": best.pricing,
+                "global_stop": flattest.stop.value,  # why the one column generation behind every width stopped
                 "global_max_effective_weight": float(best.net.effective_outer_weights().abs().max()),
                 # max_j κ_j^{1/p}|ã_j|: the split's per-copy share of V, within [V/m, (3/2)V/(m − K)]
                 "global_max_weighted_effective_weight": float(
