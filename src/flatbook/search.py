@@ -76,7 +76,8 @@ def flattest_interpolator_report(
 ) -> dict:
     """The row every chapter keeps of a :func:`~flatbook.global_flattest.flattest_interpolator` result: Υ of
     its network (``upsilon``, ≥ Υ*), the proven ``lower`` bound and the pricing ``lower_estimate``, how the
-    supremum was bounded, the population loss (exact where a closed form exists), the weighted alignment
+    supremum was bounded, why the column generation stopped and whether that stop proves the bracket
+    (``stop``, ``certified``), the population loss (exact where a closed form exists), the weighted alignment
     and the interpolation residual beside max |y|."""
     X, y = check_data(X, y)
     loss = population_loss(result.net, teacher, n_test=n_test, seed=seed)
@@ -85,6 +86,8 @@ def flattest_interpolator_report(
         "lower": result.lower,
         "lower_estimate": result.lower_estimate,
         "pricing": result.pricing,
+        "stop": result.stop.value,
+        "certified": result.certified,
         "population_loss": loss.value,
         "population_loss_stderr": loss.stderr,
         "excess_loss": loss.excess,
