@@ -129,6 +129,7 @@ def test_bad_interpolators_tables(smoke_cache, monkeypatch):
     # The memorising regime: fractions in [0, 1], and every sample isolated while n ≤ d − 1 (almost surely).
     for row in tables["memorising"]:
         assert 0 <= row["isolated_fraction"] <= 1 and 0 < row["cover_probability"] <= 1
+        assert isinstance(row["first_isolated"], bool) and (row["first_isolated"] or not row["all_isolated"])
         if row["n"] <= row["d"] - 1:
             assert row["all_isolated"] and row["cover_probability"] == 1.0
     assert_draws_its_figures(bad_interpolators, tables)

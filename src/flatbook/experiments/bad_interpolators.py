@@ -409,6 +409,8 @@ def _isolation(config: Config, d: int, n: int, seed: int) -> dict:
         "seed": seed,
         "n_over_d": n / d,
         "isolated_fraction": sum(isolated) / n,
+        # one sample's indicator: Bernoulli(q) by exchangeability, independent across datasets (an exact test)
+        "first_isolated": bool(isolated[0]),
         "all_isolated": all(isolated),
         "cover_probability": cover_isolation_probability(n, d - 1),
         "memorising_upsilon": relu_memorising_flatness(X, y),
