@@ -48,6 +48,8 @@ from flatbook.interpolators import random_directions
 
 from common import fastest, timed
 
+#: the checkout this script belongs to (its committed results are the comparison)
+ROOT = Path(__file__).resolve().parent.parent
 #: (n, m, d) of each row, at full size and with --quick
 SIZES = {
     "trace": {"full": (20_000, 20_000, 100), "quick": (500, 500, 10)},
@@ -137,7 +139,7 @@ def flattest_weights_row(size: str, gpu: str) -> dict:
 def experiment_order() -> list[tuple[str, float | None]]:
     """Every experiment with its committed CPU wall time (None when not committed or not complete), cheapest
     first and the uncommitted last."""
-    folder = paper_results.results_folder(Path(__file__).resolve().parent.parent)
+    folder = paper_results.results_folder(ROOT)
     order = []
     for name in experiment_names():
         path = folder / paper_results.file_name(name)
@@ -186,7 +188,7 @@ def run_experiment(name: str, jobs: int, seconds: float, quick: bool) -> dict:
 def against_committed(name: str, tables) -> dict:
     """How the GPU's tables compare with the committed CPU results of the same configuration."""
     try:
-        committed = paper_results.complete_run(name, Path(__file__).resolve().parent.parent)
+        committed = paper_results.complete_run(name, ROOT)
     except FlatbookInputError as exc:
         return {"committed": str(exc)}
     found = paper_results.differences(committed["tables"], tables, rtol=RTOL, atol=1e-9)
