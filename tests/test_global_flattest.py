@@ -508,6 +508,31 @@ def test_polished_atoms_join_the_master_and_the_rounds_stop_when_nothing_moves(m
     assert unstopped.rounds == result.rounds + 3 or unstopped.stop is StopReason.CONVERGED, unstopped.status
 
 
+def test_a_polish_whose_directions_leave_the_admissible_set_reaches_nothing_and_does_not_crash():
+    """The admissible projection for ρ0 = 0 maps a direction inside the teacher's span to a zero row (there is no
+    nearest orthogonal direction); Gauss-Newton from there must report no polished interpolator (None), not pass
+    NaN features to LAPACK, which raised from inside a paper-scale run of chapter 3."""
+    from flatbook.admissible import AdmissibleSet
+
+    generator = torch.Generator().manual_seed(0)
+    X = torch.randn(12, 4, generator=generator, dtype=torch.float64)
+    teacher = torch.eye(4, dtype=torch.float64)[:1]
+    admissible = AdmissibleSet(4, teacher=teacher, max_alignment=0.0)
+    U = torch.cat([teacher, admissible.random(5, generator)])  # the heaviest atom lies in the excluded span
+    weights = torch.tensor([5.0, 1, 1, 1, 1, 1], dtype=torch.float64)
+    y = torch.relu(X @ U.T) @ weights
+    assert not torch.linalg.vector_norm(admissible.project(U[:1])).item()  # the zero row the polish must survive
+    assert polish_atoms(U, weights, X, y, get_activation("relu"), admissible.project) is None
+    # admissible atoms of a two-atom function, with a light third: the polish reaches the two (the guard rejects only
+    # unusable starts)
+    relu = get_activation("relu")
+    two = torch.relu(X @ U[1:3].T) @ weights[:2]
+    polished = polish_atoms(
+        U[1:4], torch.tensor([5.0, 1.0, 1e-3], dtype=torch.float64), X, two, relu, admissible.project
+    )
+    assert polished is not None and polished[0].shape[0] == 2 and float(admissible.alignment(polished[0]).max()) < 1e-12
+
+
 @pytest.mark.parametrize("name", ["relu", "leaky_relu"])
 def test_the_relu_family_is_polished_above_three_dimensions(name, monkeypatch):
     """Noiseless single-index ReLU-family teacher in d = 6 (pricing by bounds): the first polish reaches the

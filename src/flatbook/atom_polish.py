@@ -53,18 +53,29 @@ def polish_atoms(
     scale = float(y.abs().max())
 
     def polished(U):
-        """(directions, weights, V) of the interpolator Gauss-Newton reaches from U, or None."""
+        """(directions, weights, V) of the interpolator Gauss-Newton reaches from U, or None where it reaches none:
+        also where a direction leaves what ``project`` can map (a zero row: for ρ0 = 0, a direction inside the
+        teacher's span) and the iterate stops being finite."""
         U = project(U) if project is not None else U.clone()
-        for _ in range(steps):
-            residual, _, J = projected_residual(U, X, y, activation, jacobian=True)
-            if float(residual.abs().max()) <= 1e-11 * scale:
-                break
-            step = torch.linalg.lstsq(J, -residual[:, None], driver=lstsq_driver(J)).solution[:, 0].reshape(U.shape)
-            U = U + step
-            U = U / torch.linalg.vector_norm(U, dim=1, keepdim=True)
-            if project is not None:
-                U = project(U)
-        residual, mu, _ = projected_residual(U, X, y, activation)
+        try:
+            for _ in range(steps):
+                if not _directions(U):
+                    return None
+                residual, _, J = projected_residual(U, X, y, activation, jacobian=True)
+                if not bool(torch.isfinite(J).all()):
+                    return None
+                if float(residual.abs().max()) <= 1e-11 * scale:
+                    break
+                step = torch.linalg.lstsq(J, -residual[:, None], driver=lstsq_driver(J)).solution[:, 0]
+                U = U + step.reshape(U.shape)
+                U = U / torch.linalg.vector_norm(U, dim=1, keepdim=True)
+                if project is not None:
+                    U = project(U)
+            if not _directions(U):
+                return None
+            residual, mu, _ = projected_residual(U, X, y, activation)
+        except torch.linalg.LinAlgError:  # a Jacobian LAPACK cannot factor: no interpolator from this start
+            return None
         if float(residual.abs().max()) > 1e-11 * scale:
             return None
         return U, mu, float((unit_flatness_weights(U, X, activation) ** (1.0 / p) * mu.abs()).sum())
@@ -77,6 +88,11 @@ def polish_atoms(
         if found:
             return min(found, key=lambda f: f[2])
     return None
+
+
+def _directions(U) -> bool:
+    """Whether every row of U is a direction: finite and non-zero."""
+    return bool(torch.isfinite(U).all()) and bool((torch.linalg.vector_norm(U, dim=1) > 0).all())
 
 
 def projected_residual(U, X, y, activation, jacobian: bool = False):
