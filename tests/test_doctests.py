@@ -25,6 +25,7 @@ MODULES = [
     "flatbook.training",
     "flatbook.interpolators",
     "flatbook.tables",
+    "flatbook.prose",
 ]
 
 

@@ -163,7 +163,7 @@ def test_the_checks_catch_what_they_look_for(html_dir):
 
 
 #: a chapter's read of its experiment's committed paper-scale results, through the one function that finds them
-READS_COMMITTED = re.compile(r"paper_results\.complete_run\(\"(\w+)\"\)")
+READS_COMMITTED = re.compile(r"paper_results\.(?:complete_run|run_status)\(\"(\w+)\"\)")
 
 
 def chapter_code(notebook: dict) -> list[str]:
@@ -176,7 +176,8 @@ def chapter_code(notebook: dict) -> list[str]:
 
 
 def committed_results_read(notebook: dict) -> set[str]:
-    """The experiments whose committed results the notebook's code reads with ``paper_results.complete_run``."""
+    """The experiments whose committed results the notebook's code reads with ``paper_results.complete_run`` (or
+    whose run it describes with ``paper_results.run_status``)."""
     return {name for source in chapter_code(notebook) for name in READS_COMMITTED.findall(source)}
 
 
@@ -186,7 +187,8 @@ def reads_other_files(notebook: dict) -> bool:
     download's, not the chapter's."""
     code = chapter_code(notebook)
     stripped = [
-        re.sub(r"paper_results\.(complete_run|provenance)\(|from flatbook import paper_results", "", c) for c in code
+        re.sub(r"paper_results\.(complete_run|run_status|provenance)\(|from flatbook import paper_results", "", c)
+        for c in code
     ]
     return any(READS_FILES.search(source) for source in stripped)
 
@@ -236,6 +238,8 @@ def test_the_checks_for_committed_results_catch_what_they_look_for():
     reads = {"cells": [carried, {"cell_type": "code", "source": 'paper = paper_results.complete_run("convex_dual")'}]}
     assert committed_results_read(reads) == {"convex_dual"} and not reads_other_files(reads)
     assert reads_other_files({"cells": [{"cell_type": "code", "source": 'Path("paper_scale") / "x.json"'}]})
+    status = {"cells": [{"cell_type": "code", "source": 'glue("s", paper_results.run_status("mirror_flow"))'}]}
+    assert committed_results_read(status) == {"mirror_flow"} and not reads_other_files(status)
 
 
 def test_every_notebook_carries_the_committed_results_it_reads(html_dir):

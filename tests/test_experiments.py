@@ -329,6 +329,9 @@ def test_training_flatness_tables():
     assert [r["method"] for r in tables["finals"]] == list(training_flatness.METHODS)
     assert len(tables["init_scale"]) == len(config.init_scales)
     assert len(tables["step_size"]) == len(config.step_sizes)
+    # the step-rule control: gradient descent with the perturbed methods' fixed step, once per seed
+    assert len(tables["fixed_step"]) == config.seeds
+    assert all(r["method"] == f"GD, step {config.fixed_step:g}" for r in tables["fixed_step"])
     for row in tables["finals"] + tables["references"]:
         assert row["ratio"] == pytest.approx(row["upsilon"] / row["flattest_upsilon"])
         assert row["proven_ratio"] >= row["ratio"] * (1 - 1e-12)  # a lower bound is below the network found

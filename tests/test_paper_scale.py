@@ -198,6 +198,24 @@ def test_a_chapter_reads_only_a_complete_run_of_the_current_paper_configuration(
         paper_results.complete_run("symmetry_paradox", start=tmp_path)
 
 
+def test_the_run_status_says_whether_a_run_is_missing_stopped_or_complete(smoke_results, tmp_path):
+    folder = tmp_path / "book" / "paper_scale" / "results"
+    folder.mkdir(parents=True)
+    assert paper_results.run_status("symmetry_paradox", start=tmp_path) == (
+        "has not been run (python scripts/paper_scale.py symmetry_paradox runs it)"
+    )
+    path = folder / paper_results.file_name("symmetry_paradox")
+    paper_results.write({**smoke_results, "complete": False, "tables": None}, path)
+    assert paper_results.run_status("symmetry_paradox", start=tmp_path) == (
+        f"was stopped with {len(smoke_results['points'])} points computed "
+        "(python scripts/paper_scale.py symmetry_paradox resumes it)"
+    )
+    paper_results.write(smoke_results, path)
+    assert paper_results.run_status("symmetry_paradox", start=tmp_path) == "is complete"
+    with pytest.raises(FlatbookInputError, match="unknown experiment|no experiment"):
+        paper_results.run_status("no_such_experiment", start=tmp_path)
+
+
 def test_the_provenance_names_the_command_commit_and_whether_the_code_is_current(smoke_results):
     results = {**smoke_results, "git_commit": "a" * 40, "wall_time_s": 90.0}
     sentence = paper_results.provenance(results)

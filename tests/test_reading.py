@@ -228,3 +228,21 @@ def test_a_glued_value_the_download_cannot_format_names_its_page_and_key():
     assert notebook_download.ROLE.sub(resolver.role, "{glue:text}`fine:.1f`") == "0.3"
     with pytest.raises(ValueError, match=r"04-flattest-generalise: the glued value 'slope' .* plain Python value"):
         notebook_download.ROLE.sub(resolver.role, "{glue:text}`slope:.2f`")
+
+
+#: "at most {glue:text}`name:.2f`": a bound whose number the markdown rounds to nearest, possibly to the wrong side
+BOUND_ROUNDED_TO_NEAREST = re.compile(r"\bat (?:most|least)\s+\{glue:text\}`[^`:]+:[^`]+`")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT / "book")))
+def test_a_bound_in_the_prose_is_printed_on_its_own_side(page):
+    """A bound "at most x" must print a number ≥ x and "at least x" one ≤ x: it is glued as the text that
+    flatbook.prose.at_most / at_least make, never formatted to nearest by the glue role."""
+    found = BOUND_ROUNDED_TO_NEAREST.findall(page.read_text())
+    assert not found, f"{page.name}: glue these with flatbook.prose.at_most / at_least instead: {found}"
+
+
+def test_the_bound_check_finds_a_bound_rounded_to_nearest():
+    assert BOUND_ROUNDED_TO_NEAREST.search("is at most {glue:text}`ch4_path_max:.2f` times")
+    assert BOUND_ROUNDED_TO_NEAREST.search("by at least\n{glue:text}`ch1_blow_up:.0f`")
+    assert not BOUND_ROUNDED_TO_NEAREST.search("is at most {glue:text}`ch4_path_max` times")

@@ -50,6 +50,7 @@ __all__ = [
     "results_folder",
     "committed",
     "complete_run",
+    "run_status",
     "provenance",
     "resume_into_cache",
     "spot_check",
@@ -209,6 +210,21 @@ def complete_run(experiment: str, start: str | Path | None = None) -> dict:
             f"the committed paper-scale results of {experiment} are of another paper configuration: {command} --again"
         )
     return results
+
+
+def run_status(experiment: str, start: str | Path | None = None) -> str:
+    """What the committed paper-scale results of ``experiment`` hold, as a plain-text clause for a chapter that shows
+    none of them yet: "has not been run", "was stopped with N points computed" (each with the command that runs or
+    resumes it) or "is complete"."""
+    _module(experiment)
+    path = results_folder(start) / file_name(experiment)
+    command = f"python scripts/paper_scale.py {experiment}"
+    if not path.is_file():
+        return f"has not been run ({command} runs it)"
+    results = load(path)
+    if not results["complete"]:
+        return f"was stopped with {len(results['points'])} points computed ({command} resumes it)"
+    return "is complete"
 
 
 def provenance(results: dict) -> str:

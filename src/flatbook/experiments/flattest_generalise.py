@@ -13,8 +13,9 @@ conditions of Theorem 3's rate switched on one at a time (our reading of ε₁ a
 Every point: n samples, width m = ``width_factor``·n, the flattest interpolator over all
 directions (:func:`flatbook.global_flattest.flattest_interpolator`, never given Θ*; in d ≤ 3 its pricing is
 exact, so Υ(net) ≤ ``certified_factor``·Υ*(m) is proven when it stops ``CONVERGED``), and on the same data a
-sharp, well-conditioned control: the minimum-ℓ2 outer weights on ``control_width_factor``·n random directions
-(a random-features approximation of the arc-cosine kernel interpolator).  Population losses are exact
+control not selected for flatness: the minimum-ℓ2 outer weights on ``control_width_factor``·n random
+directions (a random-features approximation of the arc-cosine kernel interpolator; its ``certified_factor``
+says how far from the flattest it is).  Population losses are exact
 (Gaussian kernels plus η², :func:`flatbook.data.population_loss`).  Where the point asks for it
 (``near=True``), the range of the excess over the near-flattest set {Υ ≤ (1 + ε)Υ_found} for every slack ε
 in ``slacks``: its worst member found (:func:`flatbook.near_flattest.worst_near_flattest`, a lower estimate
@@ -373,9 +374,8 @@ def _rademacher_point(config, n, seed):
 
     For H_V = {Σ_j ã_j σ(⟨u_j, x⟩) : Σ_j κ(u_j)|ã_j| ≤ V} a linear functional is largest at one atom, so
     R̂_S(H_1) = E_ε sup_u |Σ_i ε_i σ(⟨u, x_i⟩)| / (n κ(u)) = E_ε sup_u G_ε(u) / n, with the supremum of the dual
-    ratio proven by the pricing (exact in d ≤ 3).  Returned beside its bound 2 (Σ_i ‖x_i‖²)^{1/2} / (n κ_min)
-    (contraction and Cauchy–Schwarz; κ_min the smallest κ over ``kappa_directions`` random directions, an
-    over-estimate of the infimum, which makes the bound smaller)."""
+    ratio proven by the pricing (exact in d ≤ 3).  Returned beside its bound 2 (Σ_i ‖x_i‖²)^{1/2} / (n κ_inf)
+    (contraction and Cauchy–Schwarz; κ_inf = inf_u κ(u), exact, :func:`flatbook.relu_cells.kappa_infimum`)."""
     activation = get_activation(config.activation)
     teacher = _teacher(config, 0.0, 0.0, seed)
     X, y = teacher.sample(n, seed=seed + 1000)
@@ -632,6 +632,7 @@ def _balance_point(config: Config, name: str) -> list[dict]:
                 "m": at.width,
                 "upsilon": at.upper,
                 "lower": at.lower,
+                "stop": base.stop.value,
                 "max_effective_weight": float(at.net.a.abs().max()),
                 "spread": at.width * float(weighted.max()) / at.measure_value,
             }
@@ -640,10 +641,11 @@ def _balance_point(config: Config, name: str) -> list[dict]:
 
 
 def balancedness(config: Config, jobs: int | None = None, backend: str | None = None) -> list[dict]:
-    """How evenly the flattest interpolator spreads its weight, from the splitting lemma (eq. ``eq-splitting``).
+    """How evenly the solver's network spreads its weight, from the splitting lemma (eq. ``eq-splitting``).
 
     One noiseless dataset per activation (ReLU, c = 1; quadratic, c = 2) in d = ``balance_d`` with
-    n = ``balance_n``; the flattest measure split for widths K·w, w in ``balance_widths`` (K atoms).  For
+    n = ``balance_n``; the measure ``flattest_interpolator`` returns (in d > 3 not certified: each row keeps its
+    proven ``lower`` bound and the ``stop``) split for widths K·w, w in ``balance_widths`` (K atoms).  For
     p > 1 the optimal split gives every neuron the same weighted size κ_j^{1/p}|ã_j| = V/m, so
     ``spread`` = m · max_j κ_j^{1/p}|ã_j| / V → 1; for p = 1 every split has the same Υ.
     """

@@ -14,7 +14,8 @@ given the trained networks or Θ*): a network of Υ ``flattest_upsilon`` and a p
 Tables: ``trajectories``; ``finals`` (one row per method and seed, with ``ratio`` = Υ / Υ of the
 flattest interpolator found and ``proven_ratio`` = Υ / its lower bound, which bounds Υ/Υ*(m) from
 above); ``references`` (the two flattest interpolators); ``init_scale`` and ``step_size`` (gradient
-descent from initialisations of growing scale, and with fixed steps, seed 0);
+descent from initialisations of growing scale, and with fixed steps, seed 0); ``fixed_step`` (gradient
+descent with SAM's and label noise's fixed step ``fixed_step`` on every seed: the control for their step rule);
 ``solver`` and ``solver_summary`` (mirror descent on the
 outer weights converging to the convex optimum, chapter 7's last section).
 """
@@ -322,8 +323,14 @@ def _against_flattest(row: dict, flattest: dict) -> dict:
     }
 
 
+def _fixed_step_label(config: Config) -> str:
+    """The method name of gradient descent with the perturbed methods' fixed step."""
+    return f"GD, step {config.fixed_step:g}"
+
+
 def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
-    """Every method and seed, the two flattest interpolators, the initialisation sweep and the mirror solver."""
+    """Every method and seed, the two flattest interpolators, the initialisation and step sweeps, the step-rule
+    control and the mirror solver."""
     scale = {"small": config.init_small, "large": config.init_large}
     seeds = [config.seed + 100 * s for s in range(config.seeds)]
     points = (
@@ -336,6 +343,18 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
         + [
             {"kind": "train", "label": f"GD, step {eta:g}", "scale": config.init_small, "seed": seeds[0], "step": eta}
             for eta in config.step_sizes
+        ]
+        # the step-rule control: gradient descent with the perturbed methods' fixed step, on every seed
+        + [
+            {
+                "kind": "train",
+                "label": _fixed_step_label(config),
+                "scale": config.init_small,
+                "seed": s,
+                "step": config.fixed_step,
+            }
+            for s in seeds
+            if s != seeds[0] or config.fixed_step not in config.step_sizes
         ]
         + [{"kind": "references", "seed": s} for s in seeds]
         + [{"kind": "solver", "activation": "quadratic", "beta": 0.0}]
@@ -352,7 +371,9 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
     for key in ("finals", "references"):
         tables[key] = [_against_flattest(row, flattest[row["seed"]]) for row in tables[key]]
     tables["init_scale"] = where(tables["finals"], lambda r: r["method"].startswith("GD, init "))
-    tables["step_size"] = where(tables["finals"], lambda r: r["method"].startswith("GD, step "))
+    swept = {f"GD, step {eta:g}" for eta in config.step_sizes}
+    tables["step_size"] = where(tables["finals"], lambda r: r["method"] in swept and r["seed"] == seeds[0])
+    tables["fixed_step"] = where(tables["finals"], method=_fixed_step_label(config))
     tables["finals"] = where(tables["finals"], lambda r: r["method"] in METHODS)
     tables["trajectories"] = where(tables["trajectories"], lambda r: r["method"] in METHODS)
     return tables

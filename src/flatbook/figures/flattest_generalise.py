@@ -103,10 +103,16 @@ def plot_argument(tables: dict) -> Figure:
     return fig
 
 
+def _optimistic_order(row: dict) -> float:
+    """P² d log³n / n, the optimistic rate's order with the network's own path norm P (constants unknown)."""
+    return row["path_norm"] ** 2 * row["d"] * math.log(row["n"]) ** 3 / row["n"]
+
+
 @figure("ch4-excess-loss", flattest_generalise, "Excess loss of the flattest interpolator and of the control against n")
 def plot_excess_loss(tables: dict) -> Figure:
     """Excess F − F* against n, one panel per condition: every dataset (markers) and the median (line) for the
-    flattest interpolator found and for the minimum-ℓ2 control; the noiseless panel adds a line of slope −1."""
+    flattest interpolator found and for the minimum-ℓ2 control; the noiseless panel adds the shape of the optimistic
+    order P² d log³n / n (median path norm, put through the first median: its constant is unknown)."""
     conditions = list(dict.fromkeys(column(tables["runs"], "condition")))
     fig, axes = new_figure(ncols=len(conditions), height=3.2)
     ns = sorted(set(column(tables["runs"], "n")))
@@ -123,8 +129,10 @@ def plot_excess_loss(tables: dict) -> Figure:
             if condition == "noiseless":
                 flattest = where(tables["runs"], condition=condition, method="flattest")
                 x, med = _median_by_n(flattest, lambda r: r["excess"])
-                guide = med[0] * (np.array(x, dtype=float) / x[0]) ** -1.0
-                ax.plot(x, guide, ":", color="0.45", lw=2, zorder=0, label=r"$\propto 1/n$ (guide)")
+                # the optimistic order's shape, its constant unknown: put through the first median
+                _, order = _median_by_n(flattest, _optimistic_order)
+                guide = med[0] * np.asarray(order) / order[0]
+                ax.plot(x, guide, ":", color="0.45", lw=2, zorder=0, label=r"$\propto P^2 d\log^3 n/n$ (shape)")
             _log_axes(ax, ns)
             ax.set_title(condition, fontsize=9)
             ax.legend(fontsize=7)
@@ -205,7 +213,7 @@ def plot_overfitting(tables: dict) -> Figure:
     return fig
 
 
-@figure("ch4-balancedness", flattest_generalise, "How evenly the flattest interpolator spreads its weight")
+@figure("ch4-balancedness", flattest_generalise, "How evenly the solver's network spreads its weight")
 def plot_balancedness(tables: dict) -> Figure:
     """m · max_j κ_j^{1/p}|ã_j| / V against the width m: → 1 for the quadratic (p > 1), flat for ReLU (p = 1)."""
     fig, axes = new_figure(height=2.8)

@@ -1,0 +1,79 @@
+"""Numbers as the chapters print them in a bound: rounded to the side the sentence claims.
+
+A chapter that writes "at most {x}" must print a number no smaller than x, and "at least {x}" one no
+larger: rounding to nearest can print 1.14 for 1.1448 and make "at most 1.14" false.  ``at_most`` and
+``at_least`` format a value with a standard format spec (fixed ``".2f"``, scientific ``".1e"``, general
+``".2g"`` or percent ``".0%"``) and,
+where rounding went the wrong way, move it one unit in the last printed place.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from .errors import FlatbookInputError
+
+__all__ = ["at_least", "at_most"]
+
+_SPEC = re.compile(r"^\.(\d+)([efg%])$")
+
+
+def _unit(value: float, digits: int, kind: str) -> float:
+    """One unit in the last place that ``format(value, f".{digits}{kind}")`` prints."""
+    if kind == "f":
+        return 10.0**-digits
+    if kind == "%":
+        return 10.0**-digits / 100.0
+    if value == 0.0:
+        return 0.0
+    exponent = math.floor(math.log10(abs(value)))
+    return 10.0 ** (exponent - (digits if kind == "e" else max(digits, 1) - 1))
+
+
+def _outward(value: float, spec: str, up: bool) -> str:
+    match = _SPEC.match(spec)
+    if match is None:
+        raise FlatbookInputError(
+            f"a bound is printed with a fixed, scientific, general or percent spec such as '.2f', '.1e', '.2g' or "
+            f"'.0%', got {spec!r}."
+        )
+    if not math.isfinite(value):
+        raise FlatbookInputError(f"a bound must be a finite number, got {value!r}.")
+    digits, kind = int(match.group(1)), match.group(2)
+
+    def printed(text: str) -> float:
+        return float(text[:-1]) / 100.0 if kind == "%" else float(text)
+
+    text = format(value, spec)
+    step = _unit(value, digits, kind)
+    # one step moves a number rounded to the wrong side past the value; a second covers float rounding of the sum
+    for _ in range(2):
+        if (printed(text) >= value) if up else (printed(text) <= value):
+            return text
+        text = format(printed(text) + (step if up else -step), spec)
+    return text
+
+
+def at_most(value: float, spec: str) -> str:
+    """``value`` formatted with ``spec``, rounded up: the printed number is ≥ ``value``.
+
+    Examples
+    --------
+    >>> from flatbook.prose import at_most
+    >>> at_most(1.1448, ".2f"), at_most(1.15, ".2f")
+    ('1.15', '1.15')
+    """
+    return _outward(float(value), spec, up=True)
+
+
+def at_least(value: float, spec: str) -> str:
+    """``value`` formatted with ``spec``, rounded down: the printed number is ≤ ``value``.
+
+    Examples
+    --------
+    >>> from flatbook.prose import at_least
+    >>> at_least(34.898, ".0f"), at_least(6.158e-4, ".1e")
+    ('34', '6.1e-04')
+    """
+    return _outward(float(value), spec, up=False)

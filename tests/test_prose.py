@@ -1,0 +1,55 @@
+"""Bounds printed on their own side: at_most never below the value, at_least never above, one unit at most."""
+
+import math
+import random
+
+import pytest
+
+from flatbook.errors import FlatbookInputError
+from flatbook.prose import at_least, at_most
+
+
+def _unit(value: float, spec: str) -> float:
+    digits, kind = int(spec[1:-1]), spec[-1]
+    if kind == "f":
+        return 10.0**-digits
+    if kind == "%":
+        return 10.0**-digits / 100
+    exponent = math.floor(math.log10(abs(value))) if value else 0
+    return 10.0 ** (exponent - (digits if kind == "e" else max(digits, 1) - 1))
+
+
+def _printed(text: str) -> float:
+    return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+
+
+@pytest.mark.parametrize("spec", [".0f", ".1f", ".2f", ".3f", ".0e", ".1e", ".2e", ".1g", ".2g", ".3g", ".0%", ".1%"])
+def test_printed_bounds_are_on_their_side_and_within_one_unit(spec):
+    rng = random.Random(spec)
+    values = [rng.uniform(-50, 50) for _ in range(300)] + [10 ** rng.uniform(-8, 6) for _ in range(300)]
+    values += [1.15, 2.5, 9.995, 0.0, 1e-4, 34.898, 1.1448, 6.158e-4, 0.0996, 0.99996]
+    for value in values:
+        upper, lower = at_most(value, spec), at_least(value, spec)
+        assert _printed(upper) >= value and _printed(lower) <= value, (value, spec, upper, lower)
+        # never further than one unit in the last printed place (twice that where the decade changes)
+        slack = 2 * _unit(value, spec) + 1e-12 * abs(value)
+        assert _printed(upper) - value <= slack and value - _printed(lower) <= slack, (value, spec, upper, lower)
+
+
+def test_the_cases_that_rounding_to_nearest_gets_wrong():
+    assert (at_most(1.1448, ".2f"), at_least(34.898, ".0f"), at_least(6.158e-4, ".1e")) == ("1.15", "34", "6.1e-04")
+    # values that print exactly keep their nearest rounding
+    assert (at_most(1.5, ".1f"), at_least(1.5, ".1f"), at_most(2.0, ".0e")) == ("1.5", "1.5", "2e+00")
+    assert (at_most(0.2345, ".0%"), at_least(0.2399, ".0%"), at_most(0.0123, ".1g")) == ("24%", "23%", "0.02")
+
+
+@pytest.mark.parametrize("spec", ["g", ".2", "2f", ".2d", "%", ""])
+def test_a_spec_other_than_fixed_or_scientific_is_refused(spec):
+    with pytest.raises(FlatbookInputError, match="fixed, scientific, general or percent"):
+        at_most(1.0, spec)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_a_bound_that_is_not_finite_is_refused(value):
+    with pytest.raises(FlatbookInputError, match="finite"):
+        at_least(value, ".2f")
