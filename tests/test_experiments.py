@@ -320,6 +320,21 @@ def test_prune_removes_the_smallest_neurons_and_weights():
         prune(net, 1.5, "neurons")
 
 
+@pytest.mark.parametrize("scale", ["smoke", "book", "paper"])
+def test_training_flatness_trains_each_run_once_with_the_step_control_on_every_seed(scale):
+    from flatbook.experiments import training_flatness
+
+    config = training_flatness.CONFIGS[scale]
+    seeds = [config.seed + 100 * s for s in range(config.seeds)]
+    points = training_flatness._training_points(config, seeds)
+    keys = [(p["label"], p["seed"]) for p in points]
+    assert len(keys) == len(set(keys)), keys  # no run twice, also where the sweep has the control's step
+    control = [p for p in points if p.get("step") == config.fixed_step]
+    assert sorted(p["seed"] for p in control) == seeds
+    swept = [p for p in points if "step" in p and p["seed"] == seeds[0]]
+    assert sorted(p["step"] for p in swept) == sorted({*config.step_sizes, config.fixed_step})
+
+
 @pytest.mark.slow
 def test_training_flatness_tables():
     from flatbook.experiments import training_flatness
@@ -331,7 +346,7 @@ def test_training_flatness_tables():
     assert len(tables["step_size"]) == len(config.step_sizes)
     # the step-rule control: gradient descent with the perturbed methods' fixed step, once per seed
     assert len(tables["fixed_step"]) == config.seeds
-    assert all(r["method"] == f"GD, step {config.fixed_step:g}" for r in tables["fixed_step"])
+    assert all(r["fixed_step"] == config.fixed_step for r in tables["fixed_step"])
     for row in tables["finals"] + tables["references"]:
         assert row["ratio"] == pytest.approx(row["upsilon"] / row["flattest_upsilon"])
         assert row["proven_ratio"] >= row["ratio"] * (1 - 1e-12)  # a lower bound is below the network found

@@ -511,7 +511,7 @@ def test_polished_atoms_join_the_master_and_the_rounds_stop_when_nothing_moves(m
 def test_a_polish_whose_directions_leave_the_admissible_set_reaches_nothing_and_does_not_crash():
     """The admissible projection for ρ0 = 0 maps a direction inside the teacher's span to a zero row (there is no
     nearest orthogonal direction); Gauss-Newton from there must report no polished interpolator (None), not pass
-    NaN features to LAPACK, which raised from inside a paper-scale run of chapter 3."""
+    NaN features to LAPACK."""
     from flatbook.admissible import AdmissibleSet
 
     generator = torch.Generator().manual_seed(0)

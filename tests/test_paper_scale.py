@@ -198,21 +198,32 @@ def test_a_chapter_reads_only_a_complete_run_of_the_current_paper_configuration(
         paper_results.complete_run("symmetry_paradox", start=tmp_path)
 
 
-def test_the_run_status_says_whether_a_run_is_missing_stopped_or_complete(smoke_results, tmp_path):
+def test_the_run_status_says_whether_a_run_is_missing_of_another_configuration_stopped_or_complete(
+    smoke_results, tmp_path
+):
+    from flatbook.experiments import symmetry_paradox
+
     folder = tmp_path / "book" / "paper_scale" / "results"
     folder.mkdir(parents=True)
-    assert paper_results.run_status("symmetry_paradox", start=tmp_path) == (
-        "has not been run (python scripts/paper_scale.py symmetry_paradox runs it)"
+    command = "python scripts/paper_scale.py symmetry_paradox"
+    assert (
+        paper_results.run_status("symmetry_paradox", start=tmp_path)
+        == f"have not been computed ({command} computes them)"
     )
     path = folder / paper_results.file_name("symmetry_paradox")
-    paper_results.write({**smoke_results, "complete": False, "tables": None}, path)
+    paper_results.write(smoke_results, path)  # the smoke configuration, not the paper's
     assert paper_results.run_status("symmetry_paradox", start=tmp_path) == (
-        f"was stopped with {len(smoke_results['points'])} points computed "
-        "(python scripts/paper_scale.py symmetry_paradox resumes it)"
+        f"are of another paper configuration ({command} --again recomputes them)"
     )
-    paper_results.write(smoke_results, path)
-    assert paper_results.run_status("symmetry_paradox", start=tmp_path) == "is complete"
-    with pytest.raises(FlatbookInputError, match="unknown experiment|no experiment"):
+    paper_config = json.loads(json.dumps(dataclasses.asdict(symmetry_paradox.CONFIGS["paper"])))
+    paper_run = {**smoke_results, "scale": "paper", "config": paper_config}
+    paper_results.write({**paper_run, "complete": False, "tables": None, "failure": "SolverError: x"}, path)
+    assert paper_results.run_status("symmetry_paradox", start=tmp_path) == (
+        f"were stopped by SolverError: x with {len(smoke_results['points'])} points computed ({command} resumes them)"
+    )
+    paper_results.write(paper_run, path)
+    assert paper_results.run_status("symmetry_paradox", start=tmp_path) == "are complete"
+    with pytest.raises(FlatbookInputError, match="unknown experiment"):
         paper_results.run_status("no_such_experiment", start=tmp_path)
 
 

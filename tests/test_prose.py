@@ -6,17 +6,7 @@ import random
 import pytest
 
 from flatbook.errors import FlatbookInputError
-from flatbook.prose import at_least, at_most
-
-
-def _unit(value: float, spec: str) -> float:
-    digits, kind = int(spec[1:-1]), spec[-1]
-    if kind == "f":
-        return 10.0**-digits
-    if kind == "%":
-        return 10.0**-digits / 100
-    exponent = math.floor(math.log10(abs(value))) if value else 0
-    return 10.0 ** (exponent - (digits if kind == "e" else max(digits, 1) - 1))
+from flatbook.prose import _unit, at_least, at_most
 
 
 def _printed(text: str) -> float:
@@ -32,7 +22,7 @@ def test_printed_bounds_are_on_their_side_and_within_one_unit(spec):
         upper, lower = at_most(value, spec), at_least(value, spec)
         assert _printed(upper) >= value and _printed(lower) <= value, (value, spec, upper, lower)
         # never further than one unit in the last printed place (twice that where the decade changes)
-        slack = 2 * _unit(value, spec) + 1e-12 * abs(value)
+        slack = 2 * _unit(value, int(spec[1:-1]), spec[-1]) + 1e-12 * abs(value)
         assert _printed(upper) - value <= slack and value - _printed(lower) <= slack, (value, spec, upper, lower)
 
 
@@ -43,8 +33,19 @@ def test_the_cases_that_rounding_to_nearest_gets_wrong():
     assert (at_most(0.2345, ".0%"), at_least(0.2399, ".0%"), at_most(0.0123, ".1g")) == ("24%", "23%", "0.02")
 
 
-@pytest.mark.parametrize("spec", ["g", ".2", "2f", ".2d", "%", ""])
-def test_a_spec_other_than_fixed_or_scientific_is_refused(spec):
+def test_no_negative_zero_and_a_sign_on_request():
+    assert (at_most(-0.004, ".2f"), at_most(-1e-5, ".0%"), at_least(-0.0, ".1e")) == ("0.00", "0%", "0.0e+00")
+    assert (at_least(3.3e-4, "+.4f"), at_most(-0.0969, "+.3f")) == ("+0.0003", "-0.096")
+
+
+@pytest.mark.parametrize("value", [None, "1.5", True, [1.0]])
+def test_a_bound_that_is_not_a_number_is_refused(value):
+    with pytest.raises(FlatbookInputError, match="finite number"):
+        at_most(value, ".2f")
+
+
+@pytest.mark.parametrize("spec", ["g", ".2", "2f", ".2d", "%", "", "-.2f"])
+def test_a_spec_other_than_fixed_scientific_general_or_percent_is_refused(spec):
     with pytest.raises(FlatbookInputError, match="fixed, scientific, general or percent"):
         at_most(1.0, spec)
 

@@ -230,8 +230,12 @@ def test_a_glued_value_the_download_cannot_format_names_its_page_and_key():
         notebook_download.ROLE.sub(resolver.role, "{glue:text}`slope:.2f`")
 
 
-#: "at most {glue:text}`name:.2f`": a bound whose number the markdown rounds to nearest, possibly to the wrong side
-BOUND_ROUNDED_TO_NEAREST = re.compile(r"\bat (?:most|least)\s+\{glue:text\}`[^`:]+:[^`]+`")
+#: "at most {glue:text}`name:.2f`" (or "within", "up to", "never less than", …, across a line break): a bound whose
+#: number the markdown rounds to nearest, possibly to the wrong side
+BOUND_ROUNDED_TO_NEAREST = re.compile(
+    r"\b(?:at\s+(?:most|least)|within(?:\s+a\s+factor(?:\s+of)?)?|up\s+to|never\s+(?:less|more)\s+than"
+    r"|no\s+(?:less|more)\s+than)\s+\{glue:text\}`[^`:]+:[^`]+`"
+)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT / "book")))
@@ -245,4 +249,7 @@ def test_a_bound_in_the_prose_is_printed_on_its_own_side(page):
 def test_the_bound_check_finds_a_bound_rounded_to_nearest():
     assert BOUND_ROUNDED_TO_NEAREST.search("is at most {glue:text}`ch4_path_max:.2f` times")
     assert BOUND_ROUNDED_TO_NEAREST.search("by at least\n{glue:text}`ch1_blow_up:.0f`")
+    assert BOUND_ROUNDED_TO_NEAREST.search("at\nleast {glue:text}`ch4_clean_excess_min:.1e` times")
+    assert BOUND_ROUNDED_TO_NEAREST.search("within a factor\n{glue:text}`ch4_ex_factor:.3f` of")
+    assert BOUND_ROUNDED_TO_NEAREST.search("never less than {glue:text}`ch3_process_slack_min:.2g` times")
     assert not BOUND_ROUNDED_TO_NEAREST.search("is at most {glue:text}`ch4_path_max` times")

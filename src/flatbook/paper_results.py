@@ -193,6 +193,11 @@ def committed(experiment: str, start: str | Path | None = None) -> dict:
     return load(path)
 
 
+def _current_configuration(experiment: str, results: dict) -> bool:
+    """Whether ``results`` are of the paper configuration the current code's experiment has."""
+    return results["config"] == _plain(dataclasses.asdict(config_for(_module(experiment).CONFIGS, "paper")))
+
+
 def complete_run(experiment: str, start: str | Path | None = None) -> dict:
     """The committed paper-scale results of ``experiment`` that a chapter may read: complete, and of the paper
     configuration the current code's experiment has; otherwise an error naming the command that makes them."""
@@ -204,8 +209,7 @@ def complete_run(experiment: str, start: str | Path | None = None) -> dict:
             f"the paper-scale run of {experiment} was stopped{cause} with {len(results['points'])} points done: "
             f"resume it with {command}"
         )
-    config = config_for(_module(experiment).CONFIGS, "paper")
-    if results["config"] != _plain(dataclasses.asdict(config)):
+    if not _current_configuration(experiment, results):
         raise FlatbookInputError(
             f"the committed paper-scale results of {experiment} are of another paper configuration: {command} --again"
         )
@@ -213,18 +217,21 @@ def complete_run(experiment: str, start: str | Path | None = None) -> dict:
 
 
 def run_status(experiment: str, start: str | Path | None = None) -> str:
-    """What the committed paper-scale results of ``experiment`` hold, as a plain-text clause for a chapter that shows
-    none of them yet: "has not been run", "was stopped with N points computed" (each with the command that runs or
-    resumes it) or "is complete"."""
+    """What the committed paper-scale results of ``experiment`` are, as a plain-text predicate for a chapter that
+    shows none of them ("its paper-scale results …"): "have not been computed", "are of another paper
+    configuration", "were stopped (by …) with N points computed" (each with the command that computes, recomputes
+    or resumes them) or "are complete"."""
     _module(experiment)
-    path = results_folder(start) / file_name(experiment)
     command = f"python scripts/paper_scale.py {experiment}"
-    if not path.is_file():
-        return f"has not been run ({command} runs it)"
-    results = load(path)
+    if not (results_folder(start) / file_name(experiment)).is_file():
+        return f"have not been computed ({command} computes them)"
+    results = committed(experiment, start)
+    if not _current_configuration(experiment, results):
+        return f"are of another paper configuration ({command} --again recomputes them)"
     if not results["complete"]:
-        return f"was stopped with {len(results['points'])} points computed ({command} resumes it)"
-    return "is complete"
+        cause = f" by {results['failure']}" if results.get("failure") else ""
+        return f"were stopped{cause} with {len(results['points'])} points computed ({command} resumes them)"
+    return "are complete"
 
 
 def provenance(results: dict) -> str:

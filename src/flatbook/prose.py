@@ -10,13 +10,15 @@ where rounding went the wrong way, move it one unit in the last printed place.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 
 from .errors import FlatbookInputError
 
 __all__ = ["at_least", "at_most"]
 
-_SPEC = re.compile(r"^\.(\d+)([efg%])$")
+#: a format spec the functions accept: an optional "+" (always print the sign), a precision, and f, e, g or %
+_SPEC = re.compile(r"^(\+?)\.(\d+)([efg%])$")
 
 
 def _unit(value: float, digits: int, kind: str) -> float:
@@ -31,31 +33,39 @@ def _unit(value: float, digits: int, kind: str) -> float:
     return 10.0 ** (exponent - (digits if kind == "e" else max(digits, 1) - 1))
 
 
-def _outward(value: float, spec: str, up: bool) -> str:
+def _outward(value, spec: str, up: bool) -> str:
+    """``value`` printed with ``spec`` on the side ``up`` asks for (see the module)."""
     match = _SPEC.match(spec)
     if match is None:
         raise FlatbookInputError(
             f"a bound is printed with a fixed, scientific, general or percent spec such as '.2f', '.1e', '.2g' or "
-            f"'.0%', got {spec!r}."
+            f"'.0%' (optionally '+' first), got {spec!r}."
         )
-    if not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise FlatbookInputError(f"a bound must be a finite number, got {value!r}.")
-    digits, kind = int(match.group(1)), match.group(2)
+    value = float(value)
+    digits, kind = int(match.group(2)), match.group(3)
 
     def printed(text: str) -> float:
         return float(text[:-1]) / 100.0 if kind == "%" else float(text)
 
-    text = format(value, spec)
+    def shown(number: float) -> str:
+        text = format(number, spec)
+        return format(0.0, spec) if printed(text) == 0.0 else text  # no "-0.00"
+
+    text = shown(value)
     step = _unit(value, digits, kind)
     # one step moves a number rounded to the wrong side past the value; a second covers float rounding of the sum
-    for _ in range(2):
+    for _ in range(3):
         if (printed(text) >= value) if up else (printed(text) <= value):
             return text
-        text = format(printed(text) + (step if up else -step), spec)
-    return text
+        text = shown(printed(text) + (step if up else -step))
+    raise AssertionError(
+        f"{value!r} could not be printed {'above' if up else 'below'} with {spec!r}"
+    )  # pragma: no cover
 
 
-def at_most(value: float, spec: str) -> str:
+def at_most(value, spec: str) -> str:
     """``value`` formatted with ``spec``, rounded up: the printed number is ≥ ``value``.
 
     Examples
@@ -64,10 +74,10 @@ def at_most(value: float, spec: str) -> str:
     >>> at_most(1.1448, ".2f"), at_most(1.15, ".2f")
     ('1.15', '1.15')
     """
-    return _outward(float(value), spec, up=True)
+    return _outward(value, spec, up=True)
 
 
-def at_least(value: float, spec: str) -> str:
+def at_least(value, spec: str) -> str:
     """``value`` formatted with ``spec``, rounded down: the printed number is ≤ ``value``.
 
     Examples
@@ -76,4 +86,4 @@ def at_least(value: float, spec: str) -> str:
     >>> at_least(34.898, ".0f"), at_least(6.158e-4, ".1e")
     ('34', '6.1e-04')
     """
-    return _outward(float(value), spec, up=False)
+    return _outward(value, spec, up=False)

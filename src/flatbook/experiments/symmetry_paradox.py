@@ -81,7 +81,7 @@ def _interpolator_row(kind, activation, net, X, y, teacher, config, rng_seed):
         "population_loss_stderr": loss.stderr,
         "bayes_risk": teacher.bayes_risk,
         "train_residual": float((net(X) - y).abs().max()),
-        "label_scale": float(y.abs().max()),  # max_i |y_i|: the solver interpolates to 1e-8 of it
+        "label_scale": float(y.abs().max()),  # max_i |y_i|: the solver interpolates to its residual_tol times this
         "trace_as_built": hessian_trace(net, X, y),
         "upsilon": min_flatness(net, X, y),
         "trace_at_optimum": hessian_trace(flattest, X, y),

@@ -214,6 +214,7 @@ def _train(config: Config, label: str, scale: float, seed: int, step: float | No
         "method": label,
         "seed": seed,
         "init_scale": scale,
+        "fixed_step": kwargs.get("step"),  # None: backtracking steps
         "steps": run.steps,
         "stopped": run.stopped,
         "loss": run.history[-1]["loss"],
@@ -323,39 +324,32 @@ def _against_flattest(row: dict, flattest: dict) -> dict:
     }
 
 
-def _fixed_step_label(config: Config) -> str:
-    """The method name of gradient descent with the perturbed methods' fixed step."""
-    return f"GD, step {config.fixed_step:g}"
+def _step_label(step: float) -> str:
+    """The method name of gradient descent with the fixed step ``step``."""
+    return f"GD, step {step:g}"
+
+
+def _training_points(config: Config, seeds: list[int]) -> list[dict]:
+    """Every training run: each method on each seed; on the first seed the initialisation and step sweeps; and
+    the step-rule control, gradient descent with the perturbed methods' fixed step, on every seed (on the first
+    seed the step sweep's run, where it has that step)."""
+    scale = {"small": config.init_small, "large": config.init_large}
+    points = [{"label": label, "scale": scale[init], "seed": s} for s in seeds for label, (init, _) in METHODS.items()]
+    points += [{"label": f"GD, init {x:g}", "scale": x, "seed": seeds[0]} for x in config.init_scales]
+    steps = {(eta, seeds[0]) for eta in config.step_sizes} | {(config.fixed_step, s) for s in seeds}
+    points += [
+        {"label": _step_label(eta), "scale": config.init_small, "seed": s, "step": eta}
+        for eta, s in sorted(steps, key=lambda pair: (pair[1], pair[0]))
+    ]
+    return [{"kind": "train", **point} for point in points]
 
 
 def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
     """Every method and seed, the two flattest interpolators, the initialisation and step sweeps, the step-rule
     control and the mirror solver."""
-    scale = {"small": config.init_small, "large": config.init_large}
     seeds = [config.seed + 100 * s for s in range(config.seeds)]
     points = (
-        [
-            {"kind": "train", "label": label, "scale": scale[init], "seed": s}
-            for s in seeds
-            for label, (init, _) in METHODS.items()
-        ]
-        + [{"kind": "train", "label": f"GD, init {x:g}", "scale": x, "seed": seeds[0]} for x in config.init_scales]
-        + [
-            {"kind": "train", "label": f"GD, step {eta:g}", "scale": config.init_small, "seed": seeds[0], "step": eta}
-            for eta in config.step_sizes
-        ]
-        # the step-rule control: gradient descent with the perturbed methods' fixed step, on every seed
-        + [
-            {
-                "kind": "train",
-                "label": _fixed_step_label(config),
-                "scale": config.init_small,
-                "seed": s,
-                "step": config.fixed_step,
-            }
-            for s in seeds
-            if s != seeds[0] or config.fixed_step not in config.step_sizes
-        ]
+        _training_points(config, seeds)
         + [{"kind": "references", "seed": s} for s in seeds]
         + [{"kind": "solver", "activation": "quadratic", "beta": 0.0}]
         + [{"kind": "solver", "activation": "relu", "beta": b} for b in config.solver_betas]
@@ -371,9 +365,9 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
     for key in ("finals", "references"):
         tables[key] = [_against_flattest(row, flattest[row["seed"]]) for row in tables[key]]
     tables["init_scale"] = where(tables["finals"], lambda r: r["method"].startswith("GD, init "))
-    swept = {f"GD, step {eta:g}" for eta in config.step_sizes}
-    tables["step_size"] = where(tables["finals"], lambda r: r["method"] in swept and r["seed"] == seeds[0])
-    tables["fixed_step"] = where(tables["finals"], method=_fixed_step_label(config))
+    stepped = [r for r in tables["finals"] if r["fixed_step"] is not None and r["method"] not in METHODS]
+    tables["step_size"] = [r for r in stepped if r["seed"] == seeds[0] and r["fixed_step"] in config.step_sizes]
+    tables["fixed_step"] = [r for r in stepped if r["fixed_step"] == config.fixed_step]
     tables["finals"] = where(tables["finals"], lambda r: r["method"] in METHODS)
     tables["trajectories"] = where(tables["trajectories"], lambda r: r["method"] in METHODS)
     return tables
