@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
 
 from flatbook import paper_results
 from flatbook.errors import FlatbookInputError
@@ -244,17 +245,29 @@ def test_the_fingerprint_is_of_the_code_the_run_started_with(isolated_cache, mon
     assert results["code_fingerprint"] == "started-with"
 
 
-def test_a_point_the_solver_cannot_compute_stops_the_run_with_its_finished_points_and_the_cause(
-    isolated_cache, monkeypatch
+@pytest.mark.parametrize(
+    "error",
+    [
+        "SolverError: HiGHS stopped with status 'Time limit reached' on the restricted master.",
+        "LinAlgError: torch.linalg.lstsq: The least squares solution could not be computed",
+    ],
+)
+def test_a_point_the_code_cannot_compute_stops_the_run_with_its_finished_points_and_the_cause(
+    isolated_cache, monkeypatch, error
 ):
+    """A solver's error, or one raised inside the numerical library (a torch RuntimeError such as LinAlgError),
+    stops the run with the points that finished, so that the next run resumes from them."""
     from flatbook.errors import SolverError
     from flatbook.experiments import symmetry_paradox
 
+    kind, message = error.split(": ", 1)
+    exception = SolverError(message) if kind == "SolverError" else torch.linalg.LinAlgError(message)
+
     def failing_run(config, jobs=None):
         map_points(square_plus, Shift(), [{"x": 1.0}], experiment="symmetry_paradox", jobs=1)  # one finishes
-        raise SolverError("HiGHS stopped with status 'Time limit reached' on the restricted master.")
+        raise exception
 
     monkeypatch.setattr(symmetry_paradox, "run", failing_run)
     results = paper_results.run("symmetry_paradox", "smoke", jobs=1, allow_uncommitted=True)
     assert not results["complete"] and results["tables"] is None and len(results["points"]) == 1
-    assert results["failure"].startswith("SolverError: HiGHS stopped")
+    assert results["failure"].lstrip("_") == error  # torch's class is _LinAlgError

@@ -88,8 +88,8 @@ def run(experiment: str, scale: str = "paper", jobs: int | None = None, *, allow
 
     Refuses to start when the checkout has uncommitted changes in src/ or book/ (the commit would not say what
     computed the numbers) unless ``allow_uncommitted``. Interrupted (KeyboardInterrupt), or stopped by a point
-    the code cannot compute (a solver error, named in ``failure``), it returns the points that finished with
-    ``complete`` False and no tables.
+    the code cannot compute (a solver's error or a RuntimeError of the numerical library, named in ``failure``),
+    it returns the points that finished with ``complete`` False and no tables.
     """
     module = _module(experiment)
     config = config_for(module.CONFIGS, scale)
@@ -108,7 +108,9 @@ def run(experiment: str, scale: str = "paper", jobs: int | None = None, *, allow
             tables = module.run(config, jobs=jobs)
         except KeyboardInterrupt:
             pass
-        except (SolverError, InfeasibleInterpolationError) as exc:  # a point the code could not compute
+        # a point the code could not compute: a solver's error, or one inside the numerical library (torch raises
+        # RuntimeError, e.g. LinAlgError); the points that finished are kept for the next run to resume from
+        except (SolverError, InfeasibleInterpolationError, RuntimeError) as exc:
             failure = f"{type(exc).__name__}: {exc}"
     return {
         "format": FORMAT,
