@@ -358,3 +358,23 @@ def test_p1_dual_is_feasible_in_the_callers_units():
     ratio = (feature_matrix(directions, X, "relu").T @ result.dual).abs() / result.kappa
     assert float(ratio.max()) <= 1 + 1e-12
     assert result.lower_bound == pytest.approx(result.flatness, rel=1e-8)
+
+
+def test_certification_scales_a_dual_point_that_round_off_left_just_outside_the_feasible_set():
+    """p = 1: a λ made feasible in the solver's units can exceed κ_j by round-off once Φᵀλ is recomputed in the
+    caller's (a paper-scale run stopped on "λ is not dual feasible"); the certificate is the weak-duality bound of
+    λ scaled into the feasible set, λᵀy / max_j |φ_jᵀλ|/κ_j, not an error."""
+    from flatbook.flatness import flatness_weights
+    from flatbook.flattest import certify, dual_objective
+
+    teacher = sum_of_single_index(3, 2, link="relu", seed=0)
+    X, y = teacher.sample(8, seed=1)
+    theta = torch.randn(24, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    result = flattest_outer_weights(theta, X, y)
+    Phi, kappa = feature_matrix(theta, X, "relu"), flatness_weights(theta, X, "relu")
+    outside = result.dual * (1 + 1e-10)  # just outside: |Φᵀλ|_j = κ_j (1 + 1e-10) on the active constraints
+    assert float(((Phi.T @ outside).abs() / kappa).max()) > 1 + 1e-11
+    with pytest.raises(FlatbookInputError, match="not dual feasible"):
+        dual_objective(outside, Phi, y, kappa, 1.0)  # a caller's infeasible λ is still refused
+    flatness, lower, _, gap = certify(result.effective_a, outside, Phi, y, kappa, 1.0, 1e-8, 1e-6)
+    assert lower == pytest.approx(result.lower_bound, rel=1e-12) and lower <= flatness * (1 + 1e-12)

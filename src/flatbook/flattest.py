@@ -50,7 +50,7 @@ from .activations import get_activation
 from .backend import as_tensor, check_data
 from .errors import FlatbookInputError, InfeasibleInterpolationError, SolverError, SolverFallbackWarning
 from .flatness import flatness_weights, orbit_flatness
-from .lp import interior_point, into_dual_feasible, vertex_from_dual, weighted_gram
+from .lp import interior_point, into_dual_feasible, vertex_from_dual, weak_duality_bound, weighted_gram
 from .network import TwoLayerNet
 
 __all__ = [
@@ -245,16 +245,21 @@ def _solve_cvxpy(Phi, y, kappa, p, solver, solver_options):
 NEWTON_MIN_SIZE = 5_000
 
 
+#: a singular value of Φ below this times σ_max counts as zero in the rank check of
+#: :func:`flattest_outer_weights`
+RANK_TOL = 1e-7
+
+
 def _check_rank(Phi, activation, d):
     """Raise if Φ (n × m) has numerical rank below n; return its condition number σ_max / σ_min.
 
-    Uses the eigenvalues of Φ Φᵀ (n × n): a singular value below 1e-7 σ_max
+    Uses the eigenvalues of Φ Φᵀ (n × n): a singular value below :data:`RANK_TOL` σ_max
     counts as zero, which also rejects systems too ill-conditioned to
     interpolate to the requested accuracy.
     """
     n, m = Phi.shape
     eig = torch.linalg.eigvalsh(Phi @ Phi.T).clamp_min(0.0)
-    rank = int((eig > 1e-14 * float(eig[-1])).sum())
+    rank = int((eig > RANK_TOL**2 * float(eig[-1])).sum())
     if rank < n:
         capacity = activation.feature_dimension(d)
         hint = (
@@ -265,7 +270,7 @@ def _check_rank(Phi, activation, d):
         )
         raise InfeasibleInterpolationError(
             f"the feature matrix Φ (n={n}, m={m}) has rank {rank} < n (singular values below "
-            f"1e-7 σ_max count as zero), so generic labels cannot be interpolated.{hint} "
+            f"{RANK_TOL:.0e} σ_max count as zero), so generic labels cannot be interpolated.{hint} "
             "Use fewer samples, a larger input dimension or other directions."
         )
     return float(torch.sqrt(eig[-1] / eig[0]))
@@ -274,13 +279,18 @@ def _check_rank(Phi, activation, d):
 def certify(a_eff, lam, Phi, y, kappa, p, residual_tol: float, gap_tol: float, condition: float = float("nan")):
     """The certification gate: (Υ, dual bound, residual, relative gap) of a primal-dual pair, or SolverError.
 
-    Υ = Σ_j κ_j |ã_j|^p, the bound g(λ) of eq. ``eq-dual`` (λ must be dual feasible for p = 1),
-    the interpolation residual max_i |Φã − y|_i; raises unless the residual is at most
-    ``residual_tol``·max|y| and the relative gap (Υ − g(λ))/Υ at most ``gap_tol`` in absolute value.
+    Υ = Σ_j κ_j |ã_j|^p, the bound g(λ) of eq. ``eq-dual`` (for p = 1 of λ scaled into the feasible set,
+    :func:`~flatbook.lp.weak_duality_bound`, from the same product Φᵀλ that decides the scaling: a λ made
+    feasible in other units can exceed κ_j by round-off once Φᵀλ is recomputed), the interpolation residual
+    max_i |Φã − y|_i; raises unless the residual is at most ``residual_tol``·max|y| and the relative gap
+    (Υ − g(λ))/Υ at most ``gap_tol`` in absolute value.
     """
     active = kappa > 0
     flatness = float(orbit_flatness(a_eff, kappa, p))
-    lower_bound = dual_objective(lam, Phi[:, active], y, kappa[active], p)
+    if p == 1.0:
+        lower_bound = weak_duality_bound(lam, Phi[:, active], y, kappa[active])
+    else:
+        lower_bound = dual_objective(lam, Phi[:, active], y, kappa[active], p)
     residual = float((Phi @ a_eff - y).abs().max())
     gap = (flatness - lower_bound) / flatness
     if residual > residual_tol * float(y.abs().max()) or abs(gap) > gap_tol:
