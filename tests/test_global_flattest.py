@@ -952,6 +952,33 @@ def test_measure_dual_bound_is_a_proven_lower_bound_on_the_bad_set():
         measure_dual_bound(X, y, "quadratic", torch.ones(3, dtype=torch.float64))
 
 
+def test_residual_measure_bound_is_above_the_exact_measure_value_and_repairs_an_approximate_fit():
+    """residual_measure_bound(X, r) ≥ V*(r), with V*(r) from the exact convex program over every activation
+    pattern (d = 2, 3; residuals of three sizes); and for a network g that fits y only approximately (a perturbed
+    exact optimum), V*(y) ≤ Υ(g) + the bound of y − g(X): the subadditivity the bound exists for."""
+    from flatbook.flatness import flatness_weights
+    from flatbook.global_flattest import residual_measure_bound
+
+    generator = torch.Generator().manual_seed(7)
+    for d, n in ((2, 8), (3, 10)):
+        _, X, y = data(d, n, "relu", seed=d)
+        patterns = all_activation_patterns(X)
+        for scale in (1e-9, 1e-3, 1.0):
+            r = scale * torch.randn(n, generator=generator, dtype=torch.float64)
+            exact = flattest_relu_over_patterns(X, r, patterns).value
+            assert exact <= residual_measure_bound(X, r) < math.inf
+        found = flattest_interpolator(X, y, "relu", 2 * n, seed=0)
+        net = found.net
+        with torch.no_grad():
+            net.a.mul_(1 + 1e-3 * torch.randn(net.a.shape, generator=generator, dtype=torch.float64))
+        upsilon = float(flatness_weights(net.theta, X, "relu") @ net.effective_outer_weights().abs())
+        residual = y - net(X).detach()
+        assert float(residual.abs().max()) > 1e-6  # the perturbed network does not interpolate
+        assert flattest_relu_over_patterns(X, y, patterns).value <= upsilon + residual_measure_bound(X, residual)
+    with pytest.raises(FlatbookInputError, match="holds for p = 1"):
+        residual_measure_bound(X, y, "quadratic")
+
+
 def test_slide_on_the_tape_is_the_slide_with_fresh_gradients():
     """The slide evaluates every trial on the autograd tape and takes the gradient at an accepted trial from
     it; a reference loop that evaluates trials without the tape and recomputes each gradient by a fresh

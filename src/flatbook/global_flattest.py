@@ -43,6 +43,7 @@ from .column_generation import CERTIFY_UP_TO, MAX_CAPS, ColumnGeneration, Pricer
 from .errors import FlatbookInputError, SolverError
 from .flatness import min_flatness, unit_flatness_weights
 from .flattest import flattest_outer_weights
+from .interpolators import random_directions
 from .network import TwoLayerNet
 from .pricing import dual_ratio, maximize_dual_ratio, nudge_inactive
 
@@ -54,6 +55,7 @@ __all__ = [
     "StopReason",
     "flattest_interpolator",
     "measure_dual_bound",
+    "residual_measure_bound",
     "rounding_excess_bound",
     "split_into_copies",
     "verify_certificate",
@@ -399,6 +401,36 @@ def measure_dual_bound(
     dual_value = float(lam @ y)
     value = dual_value / sup if dual_value > 0 and sup > 0 else 0.0
     return DualBound(value=value, dual_value=dual_value, sup=sup, pricing=pricer.mode)
+
+
+def residual_measure_bound(X, residual, activation="relu") -> float:
+    """An upper bound on V*(r), the measure program's value (eq. ``eq-measure-program``) for the labels r; p = 1.
+
+    For p = 1 the value V*(·) is a gauge of the labels (positively homogeneous and subadditive), so a
+    network g that fits y up to r = y − g(X) gives V*(y) ≤ V*(g(X)) + V*(r) ≤ Υ(g) + V*(r), and Υ*(m) ≤ V*(y)
+    for every width m ≥ n (a finite measure reduces to at most n atoms without raising its value).  That
+    turns an approximate interpolator into a statement about exact ones.  With M = 4n random directions
+    whose n × M feature matrix Φ has full row rank, c = Φ⁺r (computed) interpolates r up to e = r − Φc, and
+    V*(e) ≤ max_j κ_j √M ‖e‖₂ / σ_n(Φ) (any e is interpolated by Φ⁺e), so
+    V*(r) ≤ Σ_j κ_j|c_j| + max_j κ_j √M ‖e‖₂ / σ_n(Φ); ``inf`` where Φ is rank deficient.
+    """
+    activation = get_activation(activation)
+    if activation.p != 1.0:
+        raise FlatbookInputError(
+            f"residual_measure_bound uses the subadditivity of the measure value, which holds for p = 1 "
+            f"(activations of degree 1, such as relu); {activation.name!r} has p = {activation.p:.4g}."
+        )
+    X, residual = check_data(X, residual)
+    n, d = X.shape
+    directions = random_directions(4 * n, d, seed=0).to(X.device)
+    features = activation(X @ directions.T)
+    smallest = float(torch.linalg.svdvals(features)[n - 1])
+    if smallest <= 0:
+        return math.inf
+    kappa = unit_flatness_weights(directions, X, activation)
+    weights = torch.linalg.pinv(features) @ residual
+    left_over = float(torch.linalg.vector_norm(residual - features @ weights))
+    return float(kappa @ weights.abs()) + float(kappa.max()) * math.sqrt(4 * n) * left_over / smallest
 
 
 @dataclass

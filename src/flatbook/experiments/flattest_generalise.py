@@ -49,7 +49,7 @@ from .. import get_activation
 from ..data import population_loss, sum_of_single_index
 from ..errors import FlatbookInputError, SolverError
 from ..flatness import min_flatness, unit_flatness_weights
-from ..global_flattest import flattest_interpolator, measure_dual_bound
+from ..global_flattest import flattest_interpolator, measure_dual_bound, residual_measure_bound
 from ..interpolators import minimum_l2_interpolator, random_directions
 from ..near_flattest import frank_wolfe_floor, near_flattest_set
 from ..network import TwoLayerNet
@@ -252,6 +252,8 @@ def _net_row(net, X, y, teacher, activation) -> dict:
         "excess": loss.excess,
         "estimation_error": loss.excess - teacher.approximation_error,
         "train_residual": float((net(X) - y).abs().max()),
+        # V*(y − net(X)) ≤ this: with Υ(net), an upper bound on Υ*(m) for m ≥ n at exact interpolation (p = 1)
+        "residual_allowance": residual_measure_bound(X, y - net(X).detach(), activation),
     }
 
 
