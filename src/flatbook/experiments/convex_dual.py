@@ -139,6 +139,7 @@ def _activation_point(config: Config, name: str, index: int) -> dict:
                 "m": m,
                 "p": result.p,
                 "upsilon": wide.flatness,
+                "lower_bound": wide.lower_bound,  # proven: below Υ of every interpolator over the m directions
                 "max_effective_weight": float(wide.effective_a.abs().max()),
                 "support": wide.support_size,
                 "global_upper": best.upper,
