@@ -51,3 +51,18 @@ def test_trajectory_and_errors():
     X_pos = X.abs()  # every sample has positive coordinates: the all-negative direction never fires
     with pytest.raises(FlatbookInputError, match="silent on every sample"):
         flattest_by_mirror_descent(silent, X_pos, y, "relu")
+
+
+def test_relu_lower_bound_is_weak_duality_of_the_scaled_dual_point_without_recomputing_its_feasibility(monkeypatch):
+    """For p = 1 the dual point is scaled onto |Φᵀλ| = κ by the product that decides the scale; a check that
+    recomputes Φᵀλ can find it a round-off outside and refuse it, so the bound must not go through one."""
+    import flatbook.flattest_mirror as module
+
+    def refuses(*args):
+        raise FlatbookInputError("λ is not dual feasible (|Φᵀλ|_j > κ_j for some j).")
+
+    monkeypatch.setattr(module, "dual_objective", refuses)
+    U, X, y = instance("relu")
+    optimum = flattest_outer_weights(U, X, y, "relu", solver="CLARABEL").flatness
+    solution = flattest_by_mirror_descent(U, X, y, "relu", beta=1e-2, max_steps=2_000)
+    assert 0 < solution.lower_bound <= optimum * (1 + 1e-9) <= solution.flatness * (1 + 1e-9)

@@ -98,14 +98,15 @@ def flattest_by_mirror_descent(
     Phi = feature_matrix(units, X, activation)
     mu = torch.linalg.lstsq(Phi.T, potential.mirror_map(a)).solution  # ∇R(a) = Φᵀμ
     if p > 1:
-        lam = p * mu
-    else:  # scale μ into the dual feasible set |Φᵀλ| ≤ κ
-        lam = mu / float(((Phi.T @ mu).abs() / kappa).max())
+        lower_bound = dual_objective(p * mu, Phi, y, kappa, p)
+    else:  # μ scaled onto the boundary of the dual feasible set |Φᵀλ| ≤ κ by the same product that decides the
+        # scale (recomputing Φᵀλ could leave it a round-off outside): λᵀy is a lower bound by weak duality
+        lower_bound = float(mu @ y) / float(((Phi.T @ mu).abs() / kappa).max())
     return MirrorSolution(
         net=run.net,
         effective_a=a,
         flatness=float(orbit_flatness(a, kappa, p)),
-        lower_bound=dual_objective(lam, Phi, y, kappa, p),
+        lower_bound=lower_bound,
         residual=float((Phi @ a - y).abs().max()),
         run=run,
     )
