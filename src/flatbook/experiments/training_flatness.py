@@ -35,7 +35,7 @@ from ..data import population_loss, sum_of_single_index
 from ..errors import InfeasibleInterpolationError
 from ..flatness import orbit_flatness
 from ..flattest_mirror import flattest_by_mirror_descent
-from ..global_flattest import flattest_interpolator
+from ..global_flattest import flattest_interpolator, residual_measure_bound
 from ..interpolators import random_directions
 from ..mirror import get_potential
 from ..network import TwoLayerNet
@@ -251,7 +251,10 @@ def _references(config: Config, seed: int) -> dict:
             seed=seed + 3,
             **restriction,
         )
-        rows.append({"method": name, "seed": seed, **flattest_interpolator_report(result, X, y, teacher)})
+        # prop-ch4-repair: Υ*(m) ≤ Υ(net) + V*(r) for the fit's residual r, and V*(r) ≤ this allowance
+        allowance = residual_measure_bound(X, y - result.net(X).detach(), "relu")
+        report = flattest_interpolator_report(result, X, y, teacher)
+        rows.append({"method": name, "seed": seed, **report, "residual_allowance": allowance})
     return {"references": rows}
 
 
@@ -312,14 +315,18 @@ def _point(config: Config, kind: str, **point) -> dict:
 
 
 def _against_flattest(row: dict, flattest: dict) -> dict:
-    """``row`` with its seed's flattest interpolator found (Υ ``flattest_upsilon``, proven bound ``flattest_lower``)
-    and ``ratio`` = Υ/Υ(flattest found), ``proven_ratio`` = Υ/bound ≥ Υ/Υ*(m) (a new dict: the point's result
-    stays as computed)."""
+    """``row`` with its seed's flattest interpolator found (Υ ``flattest_upsilon``, proven bound ``flattest_lower``,
+    residual allowance ``flattest_allowance``) and the ratios of eq. ``eq-training-bracket``: ``ratio`` =
+    Υ/Υ(flattest found), ``low_ratio`` = Υ/(Υ(flattest found) + allowance) ≤ Υ/Υ*(m) (proven) and
+    ``proven_ratio`` = Υ/bound ≥ Υ/Υ*(m) (a new dict: the point's result stays as computed)."""
+    upper = flattest["upsilon"] + flattest["residual_allowance"]
     return {
         **row,
         "flattest_upsilon": flattest["upsilon"],
         "flattest_lower": flattest["lower"],
+        "flattest_allowance": flattest["residual_allowance"],
         "ratio": row["upsilon"] / flattest["upsilon"],
+        "low_ratio": row["upsilon"] / upper,
         "proven_ratio": row["upsilon"] / flattest["lower"],
     }
 
