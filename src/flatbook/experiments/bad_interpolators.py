@@ -89,11 +89,11 @@ class Config:
     width_factor: int = 2
     #: the certified ReLU sweep: d = 3, exact pricing on the great circle ρ = 0
     certified_d: int = 3
-    certified_n_grid: tuple = (6, 12, 24, 48)
+    certified_n_grid: tuple = (6, 12, 17, 24, 34, 48)
     alignments: tuple = (0.0, 0.5)
     #: the ReLU in d = 4, ρ0 = 0: pricing exact on the bad set (a 2-sphere), by bounds for the flattest
     exact_bad_d: int = 4
-    exact_bad_n_grid: tuple = (8, 16, 32)
+    exact_bad_n_grid: tuple = (8, 16, 23, 32, 45)
     #: the centred-label certificate alone, ReLU, d = certified_d, ρ0 = 0
     certificate_n_grid: tuple = (6, 12, 24, 48, 96, 192, 384, 768)
     #: the ReLU in a higher dimension (heuristic: pricing by bounds)
@@ -101,7 +101,7 @@ class Config:
     relu_high_n_grid: tuple = (8, 16, 32)
     #: the certified comparison (ρ0 = 0, d = certified_d) with label noise ξ ~ N(0, noise_std²)
     noise_std: float = 0.3
-    noisy_n_grid: tuple = (6, 12, 24, 48)
+    noisy_n_grid: tuple = (6, 12, 17, 24, 34, 48)
     #: the memorising regime: d, the n grid and datasets per n for the isolation fractions
     memorising_d: int = 8
     memorising_n_grid: tuple = (4, 8, 12, 14, 16, 20, 24, 32)
@@ -412,6 +412,9 @@ def _isolation(config: Config, d: int, n: int, seed: int) -> dict:
         # one sample's indicator: Bernoulli(q) by exchangeability, independent across datasets (an exact test)
         "first_isolated": bool(isolated[0]),
         "all_isolated": all(isolated),
+        # prop-memorising (2)'s condition: every sample with y_i ≠ 0 isolated, so Υ_bad = Υ* = Υ_mem
+        "labelled_isolated": all(flag for flag, label in zip(isolated, y.tolist(), strict=True) if label != 0),
+        "labelled": sum(label != 0 for label in y.tolist()),
         "cover_probability": cover_isolation_probability(n, d - 1),
         "memorising_upsilon": relu_memorising_flatness(X, y),
         "teacher_upsilon": teacher_upsilon(teacher, X, "relu", 1),
