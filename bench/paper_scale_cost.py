@@ -73,23 +73,29 @@ def chapter3_kinds(config):
 
 def chapter4_kinds(config):
     """As :func:`chapter3_kinds`, for chapter 4: the noiseless points, and the noisy and residual ones at their
-    largest size (τ₀, η₀), which stand for every condition with that term (their programs have the same size)."""
+    largest size (τ₀, η₀), which stand for every condition with that term (their programs have the same size);
+    each with the near-flattest range (the worst member and the floor at every slack) where its conditions have
+    it, and without where they do not."""
     e = flattest_generalise
-    with_noise = sum(e.CONDITIONS[c][0] is not None for c in config.conditions)
-    with_residual = sum(e.CONDITIONS[c][1] is not None for c in config.conditions)
-    return [
-        (
-            condition,
-            e._point,
-            [{"noise_std": tau, "residual_std": eta, "n": n} for n in config.n_grid],
-            count * config.seeds,
-        )
-        for condition, (tau, eta), count in (
-            ("noiseless", (0.0, 0.0), len(config.conditions) - with_noise - with_residual),
-            ("fixed noise", (config.noise_std0, 0.0), with_noise),
-            ("fixed residual", (0.0, config.residual_std0), with_residual),
-        )
-    ]
+    members = {
+        ("noiseless", 0.0, 0.0): [c for c in config.conditions if e.CONDITIONS[c] == (None, None)],
+        ("fixed noise", config.noise_std0, 0.0): [c for c in config.conditions if e.CONDITIONS[c][0] is not None],
+        ("fixed residual", 0.0, config.residual_std0): [c for c in config.conditions if e.CONDITIONS[c][1] is not None],
+    }
+    kinds = []
+    for (condition, tau, eta), conditions in members.items():
+        for near in (True, False):
+            count = sum((c in config.near_conditions) == near for c in conditions)
+            if count:
+                kinds.append(
+                    (
+                        condition if near else f"{condition}, without the near-flattest range",
+                        e._point,
+                        [{"noise_std": tau, "residual_std": eta, "n": n, "near": near} for n in config.n_grid],
+                        count * config.seeds,
+                    )
+                )
+    return kinds
 
 
 def sized(function, config, seed, **point):
