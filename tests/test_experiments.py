@@ -331,8 +331,11 @@ def test_training_flatness_trains_each_run_once_with_the_step_control_on_every_s
     assert len(keys) == len(set(keys)), keys  # no run twice, also where the sweep has the control's step
     control = [p for p in points if p.get("step") == config.fixed_step]
     assert sorted(p["seed"] for p in control) == seeds
-    swept = [p for p in points if "step" in p and p["seed"] == seeds[0]]
-    assert sorted(p["step"] for p in swept) == sorted({*config.step_sizes, config.fixed_step})
+    for seed in seeds:  # both sweeps on every seed
+        swept = [p for p in points if "step" in p and p["seed"] == seed]
+        assert sorted(p["step"] for p in swept) == sorted({*config.step_sizes, config.fixed_step})
+        scaled = [p for p in points if p["label"].startswith("GD, init ") and p["seed"] == seed]
+        assert sorted(p["scale"] for p in scaled) == sorted(config.init_scales)
 
 
 @pytest.mark.slow
@@ -342,8 +345,8 @@ def test_training_flatness_tables():
     config = training_flatness.CONFIGS["smoke"]
     tables = training_flatness.run(config)
     assert [r["method"] for r in tables["finals"]] == list(training_flatness.METHODS)
-    assert len(tables["init_scale"]) == len(config.init_scales)
-    assert len(tables["step_size"]) == len(config.step_sizes)
+    assert len(tables["init_scale"]) == len(config.init_scales) * config.seeds
+    assert len(tables["step_size"]) == len(config.step_sizes) * config.seeds
     # the step-rule control: gradient descent with the perturbed methods' fixed step, once per seed
     assert len(tables["fixed_step"]) == config.seeds
     assert all(r["fixed_step"] == config.fixed_step for r in tables["fixed_step"])

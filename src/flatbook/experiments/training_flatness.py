@@ -12,9 +12,10 @@ given the trained networks or Θ*): a network of Υ ``flattest_upsilon`` and a p
 (ρ(u) = 0, chapter 3's bad set), with its own bounds.
 
 Tables: ``trajectories``; ``finals`` (one row per method and seed, with ``ratio`` = Υ / Υ of the
-flattest interpolator found and ``proven_ratio`` = Υ / its lower bound, which bounds Υ/Υ*(m) from
-above); ``references`` (the two flattest interpolators); ``init_scale`` and ``step_size`` (gradient
-descent from initialisations of growing scale, and with fixed steps, seed 0); ``fixed_step`` (gradient
+flattest interpolator found, ``low_ratio`` = Υ / (that Υ + its residual allowance), which bounds Υ/Υ*(m) from
+below, and ``proven_ratio`` = Υ / its lower bound, which bounds it from above); ``references`` (the two flattest
+interpolators); ``init_scale`` and ``step_size`` (gradient descent from initialisations of growing scale, and
+with fixed steps, on every seed); ``fixed_step`` (gradient
 descent with SAM's and label noise's fixed step ``fixed_step`` on every seed: the control for their step rule);
 ``solver`` and ``solver_summary`` (mirror descent on the
 outer weights converging to the convex optimum, chapter 7's last section).
@@ -337,13 +338,13 @@ def _step_label(step: float) -> str:
 
 
 def _training_points(config: Config, seeds: list[int]) -> list[dict]:
-    """Every training run: each method on each seed; on the first seed the initialisation and step sweeps; and
-    the step-rule control, gradient descent with the perturbed methods' fixed step, on every seed (on the first
-    seed the step sweep's run, where it has that step)."""
+    """Every training run, on every seed: each method, the initialisation and step sweeps, and the step-rule
+    control, gradient descent with the perturbed methods' fixed step (the step sweep's run, where it has that
+    step)."""
     scale = {"small": config.init_small, "large": config.init_large}
     points = [{"label": label, "scale": scale[init], "seed": s} for s in seeds for label, (init, _) in METHODS.items()]
-    points += [{"label": f"GD, init {x:g}", "scale": x, "seed": seeds[0]} for x in config.init_scales]
-    steps = {(eta, seeds[0]) for eta in config.step_sizes} | {(config.fixed_step, s) for s in seeds}
+    points += [{"label": f"GD, init {x:g}", "scale": x, "seed": s} for s in seeds for x in config.init_scales]
+    steps = {(eta, s) for eta in (*config.step_sizes, config.fixed_step) for s in seeds}
     points += [
         {"label": _step_label(eta), "scale": config.init_small, "seed": s, "step": eta}
         for eta, s in sorted(steps, key=lambda pair: (pair[1], pair[0]))
@@ -373,7 +374,7 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
         tables[key] = [_against_flattest(row, flattest[row["seed"]]) for row in tables[key]]
     tables["init_scale"] = where(tables["finals"], lambda r: r["method"].startswith("GD, init "))
     stepped = [r for r in tables["finals"] if r["fixed_step"] is not None and r["method"] not in METHODS]
-    tables["step_size"] = [r for r in stepped if r["seed"] == seeds[0] and r["fixed_step"] in config.step_sizes]
+    tables["step_size"] = [r for r in stepped if r["fixed_step"] in config.step_sizes]
     tables["fixed_step"] = [r for r in stepped if r["fixed_step"] == config.fixed_step]
     tables["finals"] = where(tables["finals"], lambda r: r["method"] in METHODS)
     tables["trajectories"] = where(tables["trajectories"], lambda r: r["method"] in METHODS)

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 
 from ..experiments import training_flatness
 from ..experiments.training_flatness import METHODS
-from ..tables import column, distinct, where
+from ..tables import column, distinct, group, where
 from .registry import figure
 from .style import PALETTE, ROLE, book_style, finish_panels, new_figure, no_minor_labels
 
@@ -110,19 +110,22 @@ def plot_upsilon_along_training(tables: dict) -> Figure:
     "Gradient descent: distance from the flattest and population loss against the initialisation scale",
 )
 def plot_init_scale(tables: dict) -> Figure:
-    """Gradient descent from initialisations of growing scale: Υ / Υ(flattest) and population loss."""
-    rows = sorted(tables["init_scale"], key=lambda r: r["init_scale"])
+    """Gradient descent from initialisations of growing scale: Υ / Υ(flattest) and population loss, one line
+    per seed."""
+    by_seed = group(tables["init_scale"], "seed", sort=True)
     fig, axes = new_figure(ncols=2, height=3.0)
     with book_style():
-        scales = column(rows, "init_scale")
-        axes[0].plot(scales, column(rows, "ratio"), "o-", color=COLOUR["GD, small init"])
+        for rows in by_seed.values():
+            rows = sorted(rows, key=lambda r: r["init_scale"])
+            scales = column(rows, "init_scale")
+            axes[0].plot(scales, column(rows, "ratio"), "o-", color=COLOUR["GD, small init"], alpha=0.6)
+            axes[1].plot(scales, column(rows, "population_loss"), "o-", color=COLOUR["GD, large init"], alpha=0.6)
         axes[0].set(
             xscale="log",
             yscale="log",
             xlabel="initialisation scale $s$",
             title=r"$\Upsilon / \Upsilon(\mathrm{flattest})$",
         )
-        axes[1].plot(scales, column(rows, "population_loss"), "o-", color=COLOUR["GD, large init"])
         axes[1].set(xscale="log", yscale="log", xlabel="initialisation scale $s$", title="population loss")
         no_minor_labels(*axes)
     return fig
