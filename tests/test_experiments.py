@@ -437,3 +437,45 @@ def test_paper_experiments_tables():
         assert grid and all(r["upsilon"] >= ref["lower"] * (1 - 1e-9) for r in grid)
         assert ref["lower"] <= ref["upsilon"] * (1 + 1e-9)
     assert_draws_its_figures(paper_experiments, tables)
+
+
+def _bracket_rows(p: float, allowance: float, noise: float = 0.0) -> list[dict]:
+    """One point of a chapter 3 sweep: the flattest interpolator found (Υ 10 on [9.5, 10]) and a bad one."""
+    kept = {"sweep": "certified", "activation": "relu", "c": 1.0, "p": p, "d": 3, "n": 12, "m": 24, "seed": 0,
+            "n_over_d": 4.0, "noise": noise, "teacher_upsilon": 12.0, "bad_dimension": None,
+            "memorising_upsilon": 1.0, "memorising_bad_upsilon": 1.0}  # fmt: skip
+    best = {**kept, "method": "best", "rho": math.nan, "lower": 9.5, "upper": 10.0, "certified": True,
+            "residual_allowance": allowance, "population_loss": 0.1}  # fmt: skip
+    bad = {**kept, "method": "bad", "rho": 0.0, "lower": 30.0, "upper": 31.0, "certified": True,
+           "population_loss": 0.5}  # fmt: skip
+    return [best, bad]
+
+
+@pytest.mark.parametrize(
+    ("p", "allowance", "noise", "proven", "included"),
+    [
+        (1.0, 2.0, 0.0, 30.0 / 12.0, True),  # the teacher (12) is below upper + allowance (12.0): min is 12
+        (1.0, 0.5, 0.0, 30.0 / 10.5, True),  # upper + allowance
+        (1.0, math.inf, 0.3, 1.0, True),  # the allowance's bound failed: nothing proven beyond the trivial 1
+        (4.0 / 3.0, math.nan, 0.3, 3.0, False),  # no allowance exists for p > 1: the network's Υ, said as such
+    ],
+)
+def test_chapter3_upper_best_carries_the_residual_allowance(p, allowance, noise, proven, included):
+    from flatbook.experiments.bad_interpolators import ratios
+
+    (row,) = ratios(_bracket_rows(p, allowance, noise))
+    assert row["proven"] == pytest.approx(proven)
+    assert row["allowance_included"] is included
+    assert row["estimate"] == pytest.approx(31.0 / 10.0)  # the two networks found, no allowance
+
+
+def test_chapter7_ratios_widen_both_ends_by_the_allowances_of_the_labels_each_network_fits():
+    from flatbook.experiments.training_flatness import _against_flattest
+
+    flattest = {"upsilon": 10.0, "lower": 8.0, "residual_allowance": 0.5}
+    trained = {"method": "GD, small init", "upsilon": 12.0, "residual_allowance": 0.25}
+    mine = _against_flattest(trained, flattest, own_labels=True)
+    assert mine["low_ratio"] == pytest.approx(12.0 / 10.75) and mine["proven_ratio"] == pytest.approx(12.0 / 7.75)
+    assert mine["ratio"] == pytest.approx(1.2)
+    reference = _against_flattest({**flattest, "method": "flattest"}, flattest, own_labels=False)
+    assert reference["low_ratio"] == pytest.approx(10.0 / 10.5) and reference["proven_ratio"] == pytest.approx(1.25)

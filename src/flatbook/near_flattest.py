@@ -101,8 +101,9 @@ class _VertexProgram:
         # support is no cure (the support's Φ can be nearly singular, and the step then leaves the budget)
         self.highs.setOptionValue("primal_feasibility_tolerance", 1e-10)
         self.highs.setOptionValue("dual_feasibility_tolerance", 1e-10)
-        # successive solves change the objective only, so the previous optimal basis stays primal feasible:
-        # primal simplex starts from it (HiGHS's default, dual simplex, does not: about 3× the time at n = 96)
+        # most successive solves change only the objective (a climb's, Frank-Wolfe's), so the previous optimal
+        # basis stays primal feasible and primal simplex starts from it; a change of budget makes HiGHS repair
+        # feasibility first (bench/bench_near_flattest.py times it against the default dual simplex)
         self.highs.setOptionValue("simplex_strategy", 4)
         self.highs.passModel(lp)
 

@@ -551,16 +551,18 @@ def ratios(rows: list[dict]) -> list[dict]:
     for members in group(rows, "sweep", "activation", "d", "n", "seed").values():
         best = where(members, method="best")[0]
         teacher_interpolates = best["noise"] == 0
-        allowance_included = math.isfinite(best["residual_allowance"])
+        # p = 1: the allowance (inf where its bound failed, so that nothing is claimed); elsewhere none exists
+        allowance_included = best["p"] == 1
         repaired = best["upper"] + (best["residual_allowance"] if allowance_included else 0.0)
         best_upper = min(repaired, best["teacher_upsilon"]) if teacher_interpolates else repaired
+        found_upper = min(best["upper"], best["teacher_upsilon"]) if teacher_interpolates else best["upper"]
         for bad in where(members, method="bad"):
             out.append(
                 {
                     **{k: bad[k] for k in _KEPT},
                     "proven": max(1.0, max(bad["lower"], best["lower"]) / best_upper),
                     "outer": bad["upper"] / best["lower"] if best["lower"] > 0 else math.inf,
-                    "estimate": bad["upper"] / best_upper,
+                    "estimate": bad["upper"] / found_upper,  # the two networks found
                     "certificate": bad.get("certificate_ratio", math.nan)
                     if teacher_interpolates
                     else bad.get("certificate_upsilon", math.nan) / best_upper,
