@@ -25,6 +25,7 @@ import shlex
 import sys
 import time
 import zlib
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,7 @@ __all__ = [
     "run_status",
     "provenance",
     "resume_into_cache",
+    "cheapest_points",
     "spot_check",
     "differences",
 ]
@@ -93,6 +95,7 @@ def run(experiment: str, scale: str = "paper", jobs: int | None = None, *, allow
     """
     module = _module(experiment)
     config = config_for(module.CONFIGS, scale)
+    run_config = _plain(dataclasses.asdict(config))
     commit = git_commit()
     if commit is not None and commit.endswith("+uncommitted-changes") and not allow_uncommitted:
         raise FlatbookInputError(
@@ -118,7 +121,7 @@ def run(experiment: str, scale: str = "paper", jobs: int | None = None, *, allow
         "scale": scale,
         "complete": tables is not None,
         "failure": failure,
-        "config": _plain(dataclasses.asdict(config)),
+        "config": run_config,
         "code_fingerprint": fingerprint,
         "git_commit": commit,
         "versions": package_versions(),
@@ -130,8 +133,43 @@ def run(experiment: str, scale: str = "paper", jobs: int | None = None, *, allow
         "points_cached": sum(point["seconds"] is None for point in points),
         "created_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "tables": _plain(tables) if tables is not None else None,
-        "points": _plain(list(points)),
+        "points": [_with_config_changes(point, run_config) for point in _plain(list(points))],
     }
+
+
+def _with_config_changes(point: dict, run_config: dict) -> dict:
+    """A recorded point with its configuration written as ``config_changes``: the fields a sweep changed from the
+    run's configuration (empty for most points), which :func:`_configurations` applies again."""
+    point = dict(point)
+    config = point.pop("config")
+    point["config_changes"] = {
+        field: value for field, value in config.items() if field not in run_config or value != run_config[field]
+    }
+    return point
+
+
+def _configurations(results: dict, config) -> list:
+    """The configuration each committed point ran under: ``config`` with the point's ``config_changes``.
+
+    A point without ``config_changes`` ran under ``config`` when its function and arguments occur once in the
+    file; when they occur more than once, a sweep ran it under several configurations that the file does not
+    tell apart. Those, and a point whose changes name fields ``config`` lacks (it ran under another kind of
+    configuration), have None: they are neither resumed nor spot-checked.
+    """
+    seen = Counter(_point_identity(entry) for entry in results["points"])
+    fields = {field.name for field in dataclasses.fields(config)}
+
+    def configuration(entry):
+        if "config_changes" not in entry:
+            return config if seen[_point_identity(entry)] == 1 else None
+        changes = entry["config_changes"]
+        return dataclasses.replace(config, **_arguments(changes)) if changes.keys() <= fields else None
+
+    return [configuration(entry) for entry in results["points"]]
+
+
+def _point_identity(entry: dict) -> str:
+    return json.dumps([entry["function"], entry["point"]], sort_keys=True)
 
 
 def file_name(experiment: str) -> str:
@@ -259,8 +297,10 @@ def provenance(results: dict) -> str:
 
 
 def resume_into_cache(results: dict) -> int:
-    """Put the committed points back into the cache when the current computing code is the one that computed
-    them (same fingerprint and configuration); return how many. A run then computes only the missing points."""
+    """Put the committed points back into the cache, each under the configuration it ran under, when the current
+    computing code is the one that computed them (same fingerprint and configuration); return how many (a point
+    whose configuration the file does not tell, :func:`_configurations`, is left out). A run then computes only
+    the missing points."""
     directory = cache_dir()
     module = _module(results["experiment"])
     config = config_for(module.CONFIGS, results["scale"])
@@ -268,16 +308,19 @@ def resume_into_cache(results: dict) -> int:
         return 0
     if _plain(dataclasses.asdict(config)) != results["config"]:
         return 0
-    for entry in results["points"]:
-        store_point(
-            entry["experiment"],
-            config,
-            _arguments(entry["point"]),
-            entry["result"],
-            entry["version"],
-            entry["function"],
-        )
-    return len(results["points"])
+    restored = 0
+    for entry, point_config in zip(results["points"], _configurations(results, config), strict=True):
+        if point_config is not None:
+            store_point(
+                entry["experiment"],
+                point_config,
+                _arguments(entry["point"]),
+                entry["result"],
+                entry["version"],
+                entry["function"],
+            )
+            restored += 1
+    return restored
 
 
 def _arguments(point: dict) -> dict:
@@ -334,25 +377,42 @@ def differences(committed, recomputed, *, rtol: float, atol: float, where: str =
     return [] if committed == recomputed else [(where, committed, recomputed)]
 
 
-def spot_check(results: dict, points: int = 3, *, rtol: float = 1e-6, atol: float = 1e-9) -> list[Difference]:
-    """Recompute the ``points`` cheapest committed points (by their recorded seconds) with the current code and
-    configuration; every number that differs beyond ``atol + rtol·|committed|``, as :class:`Difference` rows
-    (empty: the committed points are what this code computes).
+def cheapest_points(results: dict, points: int = 3, max_seconds: float = math.inf) -> list[tuple[dict, Any]]:
+    """The committed points a spot check recomputes, as (point, configuration): the ``points`` cheapest by their
+    recorded seconds, as many as took at most ``max_seconds`` together, among those whose configuration the file
+    tells (:func:`_configurations`; a point read from the cache has no seconds and is left out).
 
     The paper configuration itself must be unchanged: a different one raises, naming the command to rerun.
     """
     module = _module(results["experiment"])
     config = config_for(module.CONFIGS, results["scale"])
-    rerun = f"python scripts/paper_scale.py {results['experiment']}"
     if _plain(dataclasses.asdict(config)) != results["config"]:
         raise FlatbookInputError(
             f"the {results['scale']} configuration of {results['experiment']} changed since its results were "
-            f"committed: regenerate them ({rerun})."
+            f"committed: regenerate them (python scripts/paper_scale.py {results['experiment']})."
         )
-    timed = sorted((e for e in results["points"] if e["seconds"] is not None), key=lambda e: e["seconds"])
+    known = zip(results["points"], _configurations(results, config), strict=True)
+    timed = sorted(
+        ((e, c) for e, c in known if e["seconds"] is not None and c is not None), key=lambda pair: pair[0]["seconds"]
+    )
+    chosen, total = [], 0.0
+    for entry, point_config in timed[:points]:
+        total += entry["seconds"]
+        if total > max_seconds:
+            break
+        chosen.append((entry, point_config))
+    return chosen
+
+
+def spot_check(
+    results: dict, points: int = 3, max_seconds: float = math.inf, *, rtol: float = 1e-6, atol: float = 1e-9
+) -> list[Difference]:
+    """Recompute the committed points :func:`cheapest_points` chooses with the current code; every number that
+    differs beyond ``atol + rtol·|committed|``, as :class:`Difference` rows (empty: the committed points are what
+    this code computes)."""
     found = []
-    for entry in timed[:points]:
-        recomputed = _plain(_function(entry["function"])(config, **_arguments(entry["point"])))
+    for entry, point_config in cheapest_points(results, points, max_seconds):
+        recomputed = _plain(_function(entry["function"])(point_config, **_arguments(entry["point"])))
         for where, old, new in differences(entry["result"], recomputed, rtol=rtol, atol=atol):
             found.append(Difference(entry["function"], entry["point"], where, old, new))
     return found

@@ -91,8 +91,9 @@ _RECORDED: list[dict] | None = None
 @contextlib.contextmanager
 def recording_points():
     """Within the block, every point :func:`map_points` returns is also appended to the yielded list, as it
-    finishes (cached ones first), as ``{"experiment", "version", "function", "point", "result", "seconds"}``:
-    ``function`` is ``"module:qualname"``, ``seconds`` None for a point read from the cache."""
+    finishes (cached ones first), as ``{"experiment", "version", "function", "config", "point", "result",
+    "seconds"}``: ``function`` is ``"module:qualname"``, ``config`` the configuration the point ran under (a sweep
+    may change the experiment's for some points) as plain JSON, ``seconds`` None for a point read from the cache."""
     global _RECORDED
     previous, _RECORDED = _RECORDED, []
     try:
@@ -548,6 +549,7 @@ def map_points(
                     "experiment": experiment,
                     "version": version,
                     "function": function_name,
+                    "config": json.loads(json.dumps(dataclasses.asdict(config), default=str)),
                     "point": json.loads(json.dumps(points[i])),
                     "result": copy.deepcopy(results[i]),  # as computed, whatever the caller does with it later
                     "seconds": seconds,
