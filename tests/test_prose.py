@@ -6,7 +6,7 @@ import random
 import pytest
 
 from flatbook.errors import FlatbookInputError
-from flatbook.prose import _unit, at_least, at_most
+from flatbook.prose import _unit, at_least, at_most, interval
 
 
 def _printed(text: str) -> float:
@@ -54,3 +54,33 @@ def test_a_spec_other_than_fixed_scientific_general_or_percent_is_refused(spec):
 def test_a_bound_that_is_not_finite_is_refused(value):
     with pytest.raises(FlatbookInputError, match="finite"):
         at_least(value, ".2f")
+
+
+def test_an_interval_rounds_its_ends_outward_and_its_centre_to_nearest():
+    assert interval(1.143, 1.1448, 1.1412) == "1.14 [1.14, 1.15]"
+    assert interval(1.1448, 1.1448, 1.1448, ".1f") == "1.1 [1.1, 1.2]"
+    assert interval(0.2345, 0.2399, 0.2301, ".0%") == "23% [23%, 24%]"
+    assert interval(-0.0969, -0.0969, 3.3e-4, "+.3f") == "-0.097 [-0.097, +0.001]"
+    assert interval(0.0123, 0.0123, 0.0123, ".1g") == "0.01 [0.01, 0.02]"
+
+
+def test_an_interval_holds_the_computed_one():
+    rng = random.Random(7)
+    for spec in (".1f", ".2f", ".0%", "+.2f", ".2g", ".3f"):
+        for _ in range(200):
+            low, high = sorted(rng.uniform(-5, 5) for _ in range(2))
+            text = interval((low + high) / 2, low, high, spec)
+            printed_low, printed_high = text[text.index("[") + 1 : -1].split(", ")
+            assert _printed(printed_low) <= low and _printed(printed_high) >= high, (low, high, spec, text)
+
+
+def test_an_interval_open_or_undefined_at_an_end_is_printed_as_it_is():
+    assert interval(0.5, -math.inf, math.inf) == "0.50 [-inf, inf]"
+    assert interval(0.5, 0.25, math.inf, "+.1f") == "+0.5 [+0.2, +inf]"
+    assert interval(math.nan, math.nan, math.nan, ".0%") == "nan% [nan%, nan%]"
+
+
+@pytest.mark.parametrize("spec", ["g", ".2", ".2d", "", "-.2f"])
+def test_an_interval_with_a_spec_other_than_fixed_scientific_general_or_percent_is_refused(spec):
+    with pytest.raises(FlatbookInputError, match="fixed, scientific, general or percent"):
+        interval(1.0, 0.5, math.inf, spec)

@@ -4,7 +4,8 @@ A chapter that writes "at most {x}" must print a number no smaller than x, and "
 larger: rounding to nearest can print 1.14 for 1.1448 and make "at most 1.14" false.  ``at_most`` and
 ``at_least`` format a value with a standard format spec (fixed ``".2f"``, scientific ``".1e"``, general
 ``".2g"`` or percent ``".0%"``) and,
-where rounding went the wrong way, move it one unit in the last printed place.
+where rounding went the wrong way, move it one unit in the last printed place.  ``interval`` prints an estimate
+with its interval, "centre [low, high]", the ends rounded outward the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 
 from .errors import FlatbookInputError
 
-__all__ = ["at_least", "at_most"]
+__all__ = ["at_least", "at_most", "interval"]
 
 #: a format spec the functions accept: an optional "+" (always print the sign), a precision, and f, e, g or %
 _SPEC = re.compile(r"^(\+?)\.(\d+)([efg%])$")
@@ -33,14 +34,20 @@ def _unit(value: float, digits: int, kind: str) -> float:
     return 10.0 ** (exponent - (digits if kind == "e" else max(digits, 1) - 1))
 
 
-def _outward(value, spec: str, up: bool) -> str:
-    """``value`` printed with ``spec`` on the side ``up`` asks for (see the module)."""
-    match = _SPEC.match(spec)
+def _checked(spec) -> re.Match[str]:
+    """``spec`` parsed by ``_SPEC``, or a FlatbookInputError that says which specs are accepted."""
+    match = _SPEC.match(spec) if isinstance(spec, str) else None
     if match is None:
         raise FlatbookInputError(
             f"a bound is printed with a fixed, scientific, general or percent spec such as '.2f', '.1e', '.2g' or "
             f"'.0%' (optionally '+' first), got {spec!r}."
         )
+    return match
+
+
+def _outward(value, spec: str, up: bool) -> str:
+    """``value`` printed with ``spec`` on the side ``up`` asks for (see the module)."""
+    match = _checked(spec)
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise FlatbookInputError(f"a bound must be a finite number, got {value!r}.")
     value = float(value)
@@ -87,3 +94,28 @@ def at_least(value, spec: str) -> str:
     ('34', '6.1e-04')
     """
     return _outward(value, spec, up=False)
+
+
+def interval(centre, low, high, spec: str = ".2f") -> str:
+    """An estimate and its interval, ``"centre [low, high]"``, the ends rounded outward.
+
+    Each number is printed with ``spec``: the centre rounded to nearest, ``low`` rounded down (:func:`at_least`)
+    and ``high`` rounded up (:func:`at_most`), so the printed interval contains the computed one.  An end that is
+    not finite (an interval open on that side, or undefined) is printed as it is.
+
+    Examples
+    --------
+    >>> from flatbook.prose import interval
+    >>> interval(1.2, 1.1448, 1.2512), interval(0.456, 0.3119, 0.6081, ".0%")
+    ('1.20 [1.14, 1.26]', '46% [31%, 61%]')
+    >>> interval(-0.02, -0.1039, float("inf"), "+.2f")
+    '-0.02 [-0.11, +inf]'
+    """
+    _checked(spec)
+
+    def end(value, side) -> str:
+        if isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isfinite(value):
+            return format(float(value), spec)
+        return side(value, spec)
+
+    return f"{format(centre, spec)} [{end(low, at_least)}, {end(high, at_most)}]"
