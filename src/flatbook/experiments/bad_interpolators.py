@@ -419,7 +419,6 @@ def _isolation(config: Config, d: int, n: int, seed: int) -> dict:
         "all_isolated": all(isolated),
         # prop-memorising (2)'s condition: every sample with y_i ≠ 0 isolated, so Υ_bad = Υ* = Υ_mem
         "labelled_isolated": all(flag for flag, label in zip(isolated, y.tolist(), strict=True) if label != 0),
-        "labelled": sum(label != 0 for label in y.tolist()),
         "cover_probability": cover_isolation_probability(n, d - 1),
         "memorising_upsilon": relu_memorising_flatness(X, y),
         "teacher_upsilon": teacher_upsilon(teacher, X, "relu", 1),
@@ -537,40 +536,46 @@ _KEPT = (
 )
 
 
+def _capped_by_teacher(upper: float, best: dict) -> float:
+    """An upper end on Υ*: ``upper``, or the teacher's Υ where that is smaller and the teacher interpolates (no
+    label noise: split into m copies, it is an interpolator of the width)."""
+    return min(upper, best["teacher_upsilon"]) if best["noise"] == 0 else upper
+
+
 def ratios(rows: list[dict]) -> list[dict]:
     """Per point and ρ0: the proven bracket [lower(bad)/upper(best), upper(bad)/lower(best)] on Υ_bad/Υ*, the ratio
     of the networks found, and the certificate's proven lower bound where computed.
 
-    lower(bad) is the larger of the two lower bounds (the bad set is a subset, so Υ_bad ≥ Υ*, which also makes
-    the ratio at least 1: the proven lower end is never below 1), and upper(best)
+    lower(bad) is the larger of the two lower bounds, and upper(best)
     the smaller of the flattest network's Υ plus its residual allowance (prop-ch4-repair: the network fits y only
     up to a residual; p = 1, elsewhere no allowance, ``allowance_included`` false) and the teacher's (the
     noiseless teacher, split into m copies, is an interpolator of the width too; with label noise it is not).
+    Their ratio is ``separation`` (above 1: the bad set is proven less flat than the flattest) and, clamped at 1,
+    the proven lower end ``proven`` (the bad set is a subset, so Υ_bad ≥ Υ*).
     """
     out = []
     for members in group(rows, "sweep", "activation", "d", "n", "seed").values():
         best = where(members, method="best")[0]
-        teacher_interpolates = best["noise"] == 0
         # p = 1: the allowance (inf where its bound failed, so that nothing is claimed); elsewhere none exists
         allowance_included = best["p"] == 1
-        repaired = best["upper"] + (best["residual_allowance"] if allowance_included else 0.0)
-        best_upper = min(repaired, best["teacher_upsilon"]) if teacher_interpolates else repaired
-        found_upper = min(best["upper"], best["teacher_upsilon"]) if teacher_interpolates else best["upper"]
+        best_upper = _capped_by_teacher(
+            best["upper"] + (best["residual_allowance"] if allowance_included else 0.0), best
+        )
+        found_upper = _capped_by_teacher(best["upper"], best)
         for bad in where(members, method="bad"):
+            separation = max(bad["lower"], best["lower"]) / best_upper
             out.append(
                 {
                     **{k: bad[k] for k in _KEPT},
-                    "proven": max(1.0, max(bad["lower"], best["lower"]) / best_upper),
+                    "separation": separation,  # lower(bad)/upper(best), not clamped: > 1 proves Υ_bad > Υ*
+                    "proven": max(1.0, separation),
                     "outer": bad["upper"] / best["lower"] if best["lower"] > 0 else math.inf,
                     "estimate": bad["upper"] / found_upper,  # the two networks found
                     "certificate": bad.get("certificate_ratio", math.nan)
-                    if teacher_interpolates
+                    if best["noise"] == 0
                     else bad.get("certificate_upsilon", math.nan) / best_upper,
                     "certified": bool(bad["certified"] and best["certified"]),
                     "bad_certified": bool(bad["certified"]),
-                    "best_below_teacher": best["upper"] < best["teacher_upsilon"],
-                    # with the allowance: a flattest interpolator is provably flatter than the teacher network
-                    "best_proven_below_teacher": allowance_included and repaired < best["teacher_upsilon"],
                     "allowance_included": allowance_included,
                     "best_upper": best["upper"],
                     "best_loss": best["population_loss"],
@@ -586,6 +591,7 @@ def certificate_ratios(rows: list[dict]) -> list[dict]:
     absent = {
         name: math.nan
         for name in (
+            "separation",
             "proven",
             "outer",
             "estimate",
@@ -599,8 +605,6 @@ def certificate_ratios(rows: list[dict]) -> list[dict]:
     flags = {
         "certified": False,
         "bad_certified": False,
-        "best_below_teacher": False,
-        "best_proven_below_teacher": False,
         "allowance_included": False,
         "bad_dimension": None,
     }

@@ -245,15 +245,16 @@ def _net_row(net, X, y, teacher, activation) -> dict:
     weights = net.effective_outer_weights().abs()
     live = weights > 0
     kappa = unit_flatness_weights(net.directions()[live], X, activation)
+    fitted = net(X).detach()
     return {
         "upsilon": min_flatness(net, X, y),
         "path_norm": float(weights.sum()),
         "net_kappa_min": float(kappa.min()),
         "excess": loss.excess,
         "estimation_error": loss.excess - teacher.approximation_error,
-        "train_residual": float((net(X) - y).abs().max()),
+        "train_residual": float((fitted - y).abs().max()),
         # V*(y − net(X)) ≤ this: with Υ(net), an upper bound on Υ*(m) for m ≥ n at exact interpolation (p = 1)
-        "residual_allowance": residual_measure_bound(X, y - net(X).detach(), activation),
+        "residual_allowance": residual_measure_bound(X, y - fitted, activation),
     }
 
 
