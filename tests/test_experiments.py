@@ -1,5 +1,6 @@
 """The chapter experiments at smoke scale: they run, their tables hold what the chapters assert."""
 
+import dataclasses
 import itertools
 import math
 
@@ -11,6 +12,7 @@ from matplotlib.figure import Figure
 from flatbook.errors import FlatbookInputError
 from flatbook.experiments import SCALES, config_for, convex_dual, current_scale, flattest_generalise, symmetry_paradox
 from flatbook.figures import REGISTRY
+from flatbook.tables import where
 
 
 def assert_draws_its_figures(experiment, tables):
@@ -350,7 +352,16 @@ def test_training_flatness_tables():
     # the step-rule control: gradient descent with the perturbed methods' fixed step, once per seed
     assert len(tables["fixed_step"]) == config.seeds
     assert all(r["fixed_step"] == config.fixed_step for r in tables["fixed_step"])
-    for row in tables["finals"] + tables["references"]:
+    # the budget sweep: each perturbed method on every seed at every budget, its own run at the config's budget
+    budgets = training_flatness.perturbation_budgets(config)
+    assert sorted((r["method"], r["seed"], r["perturbation_budget"]) for r in tables["budget"]) == sorted(
+        (label, config.seed + 100 * s, b) for label in training_flatness.PERTURBED_METHODS
+        for s in range(config.seeds) for b in budgets
+    )  # fmt: skip
+    own = {r["method"]: r for r in tables["finals"]}
+    for row in where(tables["budget"], perturbation_budget=config.perturbed_steps):
+        assert row["upsilon"] == own[row["method"]]["upsilon"]
+    for row in tables["finals"] + tables["references"] + tables["budget"]:
         assert row["ratio"] == pytest.approx(row["upsilon"] / row["flattest_upsilon"])
         assert row["proven_ratio"] >= row["ratio"] * (1 - 1e-12)  # a lower bound is below the network found
         assert row["population_loss"] >= row.get("bayes_risk", 0.0)
@@ -363,6 +374,17 @@ def test_training_flatness_tables():
     quad = next(r for r in tables["solver_summary"] if r["activation"] == "quadratic")
     assert quad["lower_bound"] <= quad["optimum"] * (1 + 1e-9)
     assert_draws_its_figures(training_flatness, tables)
+
+
+def test_perturbation_budgets_leave_plain_steps_after_the_perturbation():
+    from flatbook.experiments import training_flatness
+
+    for config in training_flatness.CONFIGS.values():
+        budgets = training_flatness.perturbation_budgets(config)
+        assert len(budgets) >= 4 and config.perturbed_steps in budgets and max(budgets) < config.max_steps
+    short = dataclasses.replace(training_flatness.CONFIGS["smoke"], max_steps=500)
+    with pytest.raises(FlatbookInputError, match="raise max_steps"):
+        training_flatness.perturbation_budgets(short)
 
 
 def test_upsilon_of_the_function_ignores_labels_and_the_symmetry():
@@ -464,7 +486,7 @@ def test_chapter3_upper_best_carries_the_residual_allowance(p, allowance, noise,
     from flatbook.experiments.bad_interpolators import ratios
 
     (row,) = ratios(_bracket_rows(p, allowance, noise))
-    assert row["proven"] == pytest.approx(proven)
+    assert row["proven"] == pytest.approx(proven) and row["proven"] == max(1.0, row["separation"])
     assert row["allowance_included"] is included
     assert row["estimate"] == pytest.approx(31.0 / 10.0)  # the two networks found, no allowance
 

@@ -153,7 +153,13 @@ def test_committed_results_are_what_the_current_code_computes(path, isolated_cac
     were computed, recomputed: a mismatch names the command to rerun.  A stopped run whose finished points are
     all longer (the largest sizes run first) is checked once it is resumed to its cheap points."""
     results = paper_results.load(path)
-    if not paper_results.cheapest_points(results, 3, SPOT_CHECK_SECONDS):
+    try:
+        cheap = paper_results.cheapest_points(results, 3, SPOT_CHECK_SECONDS)
+    except FlatbookInputError:  # another paper configuration: a complete run must be rerun, a stopped one restarted
+        if results["complete"]:
+            raise
+        pytest.skip(f"{path.name}: stopped, of another paper configuration than the current code's")
+    if not cheap:
         assert not results["complete"], f"{path.name}: a complete run has points cheap enough to recompute"
         pytest.skip(f"{path.name}: stopped, none of its finished points took less than {SPOT_CHECK_SECONDS:.0f} s")
     found = paper_results.spot_check(results, 3, SPOT_CHECK_SECONDS)

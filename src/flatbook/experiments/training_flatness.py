@@ -17,7 +17,9 @@ the network fits: :func:`_against_flattest`); ``references`` (the two flattest
 interpolators); ``init_scale`` and ``step_size`` (gradient descent from initialisations of growing scale, and
 with fixed steps, on every seed); ``fixed_step`` (gradient
 descent with SAM's and label noise's fixed step ``fixed_step`` on every seed: the control for their step rule);
-``solver`` and ``solver_summary`` (mirror descent on the
+``budget`` (SAM and label noise on every seed with the perturbation acting for each of
+:func:`perturbation_budgets` steps, the field ``perturbation_budget``); ``solver`` and ``solver_summary`` (mirror
+descent on the
 outer weights converging to the convex optimum, chapter 7's last section).
 """
 
@@ -33,7 +35,7 @@ import torch
 from .. import flattest_outer_weights, hessian_trace, min_flatness
 from ..backend import default_device
 from ..data import population_loss, sum_of_single_index
-from ..errors import InfeasibleInterpolationError
+from ..errors import FlatbookInputError, InfeasibleInterpolationError
 from ..flatness import orbit_flatness
 from ..flattest_mirror import flattest_by_mirror_descent
 from ..global_flattest import flattest_interpolator, residual_measure_bound
@@ -45,7 +47,17 @@ from ..tables import where
 from ..training import mirror_descent
 from .runner import map_points
 
-__all__ = ["CHAPTER", "VERSION", "Config", "CONFIGS", "initial_network", "upsilon_of_function", "run"]
+__all__ = [
+    "CHAPTER",
+    "VERSION",
+    "Config",
+    "CONFIGS",
+    "BUDGET_FACTORS",
+    "initial_network",
+    "perturbation_budgets",
+    "upsilon_of_function",
+    "run",
+]
 
 #: the chapter that shows this experiment's figures
 CHAPTER = "book/07-training.md"
@@ -81,6 +93,14 @@ METHODS: dict[str, tuple[str, MethodOptions]] = {
     "mirror, hyperbolic entropy": ("small", {"outer": ("hyperbolic_entropy", {"beta": 0.1})}),
     "mirror, p = 3": ("small", {"outer": ("p_norm", {"p": 3.0, "beta": 0.1})}),
 }
+
+#: the methods that perturb their first ``perturbed_steps`` steps
+PERTURBED_METHODS = [
+    label for label, (_, options) in METHODS.items() if options.get("sam") or options.get("label_noise")
+]
+
+#: the perturbation budgets of the budget sweep, as multiples of the config's ``perturbed_steps``
+BUDGET_FACTORS = (0.1, 0.3, 1.0, 3.0)
 
 
 @dataclass(frozen=True)
@@ -164,8 +184,11 @@ def upsilon_of_function(net: TwoLayerNet, X) -> float:
     return min_flatness(net, X, net(X))
 
 
-def _train(config: Config, label: str, scale: float, seed: int, step: float | None = None) -> dict:
-    """Train one network (``step``: gradient descent with that fixed step instead of the method's steps)."""
+def _train(
+    config: Config, label: str, scale: float, seed: int, step: float | None = None, perturbed_steps: int | None = None
+) -> dict:
+    """Train one network (``step``: gradient descent with that fixed step instead of the method's steps;
+    ``perturbed_steps``: SAM's or label noise's perturbation for that many steps instead of the config's)."""
     teacher, X, y = _data(config, seed)
     _, options = METHODS.get(label, ("small", {"outer": "euclidean"}))
     outer = options["outer"]
@@ -175,7 +198,7 @@ def _train(config: Config, label: str, scale: float, seed: int, step: float | No
         kwargs = {
             "adaptive": False,
             "step": config.fixed_step,
-            "perturbed_steps": config.perturbed_steps,
+            "perturbed_steps": config.perturbed_steps if perturbed_steps is None else perturbed_steps,
             "sam_radius": config.sam_radius if options.get("sam") else 0.0,
             "label_noise": config.label_noise if options.get("label_noise") else 0.0,
             "seed": seed + 7,
@@ -212,6 +235,7 @@ def _train(config: Config, label: str, scale: float, seed: int, step: float | No
     except InfeasibleInterpolationError:  # its directions span fewer than n features (not reached here at book scale)
         own_row = {"own_upsilon": None, "own_lower": None, "own_alignment": None, "own_support": None}
     loss = population_loss(net, teacher)  # exact: ReLU network, ReLU ridges
+    fitted = net(X).detach()
     final = {
         "method": label,
         "seed": seed,
@@ -221,9 +245,9 @@ def _train(config: Config, label: str, scale: float, seed: int, step: float | No
         "stopped": run.stopped,
         "loss": run.history[-1]["loss"],
         "trace": hessian_trace(net, X, y),
-        "upsilon": upsilon_of_function(net, X),
+        "upsilon": min_flatness(net, X, fitted),  # Υ of the function it computes, as upsilon_of_function
         # V*(net(X) − y) ≤ this: the flattest interpolator of the network's own labels is at most Υ*(m; y) + this
-        "residual_allowance": residual_measure_bound(X, net(X).detach() - y, "relu"),
+        "residual_allowance": residual_measure_bound(X, fitted - y, "relu"),
         "alignment": net.weighted_alignment(teacher.theta_star),
         "population_loss": loss.value,
         "excess_loss": loss.excess,
@@ -361,10 +385,35 @@ def _training_points(config: Config, seeds: list[int]) -> list[dict]:
     return [{"kind": "train", **point} for point in points]
 
 
+def perturbation_budgets(config: Config) -> list[int]:
+    """The budget sweep's numbers of perturbed steps (:data:`BUDGET_FACTORS` times ``perturbed_steps``), each
+    below ``max_steps`` so that plain steps follow; a clear error otherwise."""
+    budgets = [round(factor * config.perturbed_steps) for factor in BUDGET_FACTORS]
+    if max(budgets) >= config.max_steps or min(budgets) < 1:
+        raise FlatbookInputError(
+            f"the perturbation budgets {budgets} ({BUDGET_FACTORS} times perturbed_steps = {config.perturbed_steps}) "
+            f"must lie between 1 and max_steps = {config.max_steps}: change perturbed_steps or raise max_steps."
+        )
+    return budgets
+
+
+def _budget_points(config: Config, seeds: list[int]) -> list[dict]:
+    """SAM and label noise on every seed with each perturbation budget but the config's (the methods' own runs)."""
+    scale = {"small": config.init_small, "large": config.init_large}
+    return [
+        {"kind": "train", "label": label, "scale": scale[METHODS[label][0]], "seed": s, "perturbed_steps": budget}
+        for s in seeds
+        for label in PERTURBED_METHODS
+        for budget in perturbation_budgets(config)
+        if budget != config.perturbed_steps
+    ]
+
+
 def run(config: Config, jobs: int | None = None, backend: str | None = None) -> dict[str, list[dict]]:
-    """Every method and seed, the two flattest interpolators, the initialisation and step sweeps, the step-rule
-    control and the mirror solver."""
+    """Every method and seed, the two flattest interpolators, the initialisation, step and perturbation-budget
+    sweeps, the step-rule control and the mirror solver."""
     seeds = [config.seed + 100 * s for s in range(config.seeds)]
+    budget_points = _budget_points(config, seeds)
     points = (
         _training_points(config, seeds)
         + [{"kind": "references", "seed": s} for s in seeds]
@@ -372,14 +421,30 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
         + [{"kind": "solver", "activation": "relu", "beta": b} for b in config.solver_betas]
     )
     results = map_points(
-        _point, config, points, experiment="training_flatness", version=VERSION, jobs=jobs, backend=backend
+        _point,
+        config,
+        points + budget_points,
+        experiment="training_flatness",
+        version=VERSION,
+        jobs=jobs,
+        backend=backend,
     )
+    results, budget_results = results[: len(points)], results[len(points) :]
     tables = {
         key: [row for result in results for row in result.get(key, [])]
         for key in ("finals", "trajectories", "references", "solver", "solver_summary")
     }
+    tables["budget"] = [
+        {**row, "perturbation_budget": point["perturbed_steps"]}
+        for point, result in zip(budget_points, budget_results, strict=True)
+        for row in result["finals"]
+    ]
+    tables["budget"] += [
+        {**row, "perturbation_budget": config.perturbed_steps}
+        for row in where(tables["finals"], lambda r: r["method"] in PERTURBED_METHODS)
+    ]
     flattest = {row["seed"]: row for row in where(tables["references"], method="flattest")}
-    for key in ("finals", "references"):
+    for key in ("finals", "references", "budget"):
         tables[key] = [
             _against_flattest(row, flattest[row["seed"]], own_labels=row["method"] != "flattest") for row in tables[key]
         ]
