@@ -213,10 +213,27 @@ def test_quadratic_features_of_low_rank():
 
 
 def test_uncertifiable_solution_raises():
-    # Two SCS iterations leave the LP far from optimal; the l1 polish cannot close the gap.
+    """The certification gate refuses a primal-dual pair whose duality gap exceeds its tolerance: the optimal
+    weights with half the optimal dual point (weak duality then proves only half of Υ)."""
+    from flatbook.flattest import certify, feature_matrix
+
     theta, X, y = problem(n=30, m=90, d=10)
+    result = flattest_outer_weights(theta, X, y, "relu")
+    Phi = feature_matrix(theta, X, result.net.activation)
+    args = (Phi, y, result.kappa, 1.0, 1e-8, 1e-6)
+    assert certify(result.effective_a, result.dual, *args)[1] == pytest.approx(result.lower_bound, rel=1e-12)
     with pytest.raises(SolverError, match="could not certify.*duality gap"):
-        flattest_outer_weights(theta, X, y, "relu", solver="SCS", solver_options={"max_iters": 2})
+        certify(result.effective_a, 0.5 * result.dual, *args)
+
+
+def test_l1_polish_recovers_the_vertex_from_an_inaccurate_start():
+    """Two SCS iterations leave the LP far from optimal; the polish (the primal's heaviest columns, then simplex
+    pivots) still reaches the optimal vertex, certified and equal to the default solve."""
+    theta, X, y = problem(n=30, m=90, d=10)
+    result = flattest_outer_weights(theta, X, y, "relu", solver="SCS", solver_options={"max_iters": 2})
+    reference = flattest_outer_weights(theta, X, y, "relu")
+    assert result.flatness == pytest.approx(reference.flatness, rel=1e-9)
+    assert result.lower_bound >= result.flatness * (1 - 1e-6)
 
 
 def test_dual_newton_polish_recovers_from_an_inaccurate_start():

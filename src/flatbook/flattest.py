@@ -201,8 +201,10 @@ def solve_newton(Phi, y, kappa, p, residual_tol):
 
 
 def _polish_l1(a, lam, Phi, y, kappa):
-    """Exact vertex from an interior-point solution, else project ã onto Φ ã = y and scale λ feasible."""
-    vertex = vertex_from_dual(lam, Phi, y, kappa)
+    """Exact vertex from an interior-point solution (its dual, its primal's heaviest columns, then simplex pivots
+    from them: a conic solver's pair can sit a pivot or two from the optimal vertex where columns nearly coincide),
+    else project ã onto Φ ã = y and scale λ feasible."""
+    vertex = vertex_from_dual(lam, Phi, y, kappa, primal=a, crossover=True)
     if vertex is not None:
         return vertex
     a = a + Phi.T @ torch.linalg.solve(Phi @ Phi.T, y - Phi @ a)
