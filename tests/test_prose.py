@@ -6,7 +6,7 @@ import random
 import pytest
 
 from flatbook.errors import FlatbookInputError
-from flatbook.prose import _unit, at_least, at_most, interval
+from flatbook.prose import _unit, at_least, at_most, bracket, grouped, interval
 
 
 def _printed(text: str) -> float:
@@ -57,9 +57,9 @@ def test_a_bound_that_is_not_finite_is_refused(value):
 
 
 def test_an_interval_rounds_its_ends_outward_and_its_centre_to_nearest():
-    assert interval(1.143, 1.1448, 1.1412) == "1.14 [1.14, 1.15]"
+    assert interval(1.143, 1.1412, 1.1448) == "1.14 [1.14, 1.15]"
     assert interval(1.1448, 1.1448, 1.1448, ".1f") == "1.1 [1.1, 1.2]"
-    assert interval(0.2345, 0.2399, 0.2301, ".0%") == "23% [23%, 24%]"
+    assert interval(0.2345, 0.2301, 0.2399, ".0%") == "23% [23%, 24%]"
     assert interval(-0.0969, -0.0969, 3.3e-4, "+.3f") == "-0.097 [-0.097, +0.001]"
     assert interval(0.0123, 0.0123, 0.0123, ".1g") == "0.01 [0.01, 0.02]"
 
@@ -77,10 +77,39 @@ def test_an_interval_holds_the_computed_one():
 def test_an_interval_open_or_undefined_at_an_end_is_printed_as_it_is():
     assert interval(0.5, -math.inf, math.inf) == "0.50 [-inf, inf]"
     assert interval(0.5, 0.25, math.inf, "+.1f") == "+0.5 [+0.2, +inf]"
-    assert interval(math.nan, math.nan, math.nan, ".0%") == "nan% [nan%, nan%]"
+
+
+def test_an_interval_clear_of_zero_never_prints_an_end_as_zero():
+    """A non-zero end that the spec would print as 0 gets more digits: '[-0.011, 0.000]' would read as touching 0."""
+    assert interval(-0.005, -0.0102, -0.0004, ".3f") == "-0.005 [-0.011, -0.0004]"
+    assert interval(0.001, 2e-5, 0.002, ".1%") == "0.1% [0.002%, 0.2%]"
+    assert interval(0.0, -1e-9, 1e-9, ".2f") == "0.00 [-0.01, 0.01]"  # rounded outward, away from 0 already
+    assert interval(1.0, 1e-9, 2.0, ".2f") == "1.00 [1.0e-09, 2.00]"  # four more digits are not enough
+    assert interval(0.0, 0.0, 0.5) == "0.00 [0.00, 0.50]"  # an end that is zero prints as zero
+
+
+@pytest.mark.parametrize(
+    ("centre", "low", "high"), [(math.nan, 0.0, 1.0), (0.5, math.nan, 1.0), (0.5, 1.0, 0.0), (True, 0.0, 1.0)]
+)
+def test_an_interval_of_nan_non_numbers_or_crossed_ends_is_refused(centre, low, high):
+    with pytest.raises(FlatbookInputError, match="interval"):
+        interval(centre, low, high)
 
 
 @pytest.mark.parametrize("spec", ["g", ".2", ".2d", "", "-.2f"])
 def test_an_interval_with_a_spec_other_than_fixed_scientific_general_or_percent_is_refused(spec):
     with pytest.raises(FlatbookInputError, match="fixed, scientific, general or percent"):
         interval(1.0, 0.5, math.inf, spec)
+
+
+def test_grouped_spaces_the_digits_of_an_integer_in_threes():
+    assert [grouped(n) for n in (0, 999, 1000, 30_000, 1_234_567)] == ["0", "999", "1 000", "30 000", "1 234 567"]
+    with pytest.raises(FlatbookInputError, match="integer"):
+        grouped(3.0)
+
+
+def test_a_bracket_rounds_its_ends_outward_and_refuses_crossed_ends():
+    assert bracket(1.1412, 1.1448) == "[1.14, 1.15]" and bracket(0.2301, 0.2399, ".0%") == "[23%, 24%]"
+    assert bracket(-0.0102, -0.0004, ".3f") == "[-0.011, -0.0004]"
+    with pytest.raises(FlatbookInputError, match="low end"):
+        bracket(2.0, 1.0)

@@ -16,7 +16,7 @@ import re
 
 from .errors import FlatbookInputError
 
-__all__ = ["at_least", "at_most", "interval"]
+__all__ = ["at_least", "at_most", "bracket", "grouped", "interval"]
 
 #: a format spec the functions accept: an optional "+" (always print the sign), a precision, and f, e, g or %
 _SPEC = re.compile(r"^(\+?)\.(\d+)([efg%])$")
@@ -96,26 +96,72 @@ def at_least(value, spec: str) -> str:
     return _outward(value, spec, up=False)
 
 
-def interval(centre, low, high, spec: str = ".2f") -> str:
-    """An estimate and its interval, ``"centre [low, high]"``, the ends rounded outward.
+def bracket(low, high, spec: str = ".2f") -> str:
+    """An interval without a centre, ``"[low, high]"``, its ends rounded outward.
 
-    Each number is printed with ``spec``: the centre rounded to nearest, ``low`` rounded down (:func:`at_least`)
-    and ``high`` rounded up (:func:`at_most`), so the printed interval contains the computed one.  An end that is
-    not finite (an interval open on that side, or undefined) is printed as it is.
+    ``low`` is rounded down (:func:`at_least`) and ``high`` up (:func:`at_most`), so the printed interval contains
+    the computed one: a proven lower end never prints above what was proven.  An end that is not zero but would
+    print as zero gets up to four more digits (a fixed or percent spec), else one significant digit in scientific
+    form, so that an interval clear of 0 never reads as touching it.  An infinite end (an interval open on that
+    side) is printed as it is; NaN, a non-number or ``low > high`` raise.
+
+    Examples
+    --------
+    >>> from flatbook.prose import bracket
+    >>> bracket(1.1448, 1.2512), bracket(-0.0102, -0.0004, ".3f"), bracket(0.5, float("inf"), ".1f")
+    ('[1.14, 1.26]', '[-0.011, -0.0004]', '[0.5, inf]')
+    """
+    sign, digits, kind = _checked(spec).groups()
+    _check_interval(low, high)
+
+    def end(value, side) -> str:
+        if not math.isfinite(value):
+            return format(float(value), spec)
+        text = side(value, spec)
+        finer = [f"{sign}.{int(digits) + extra}{kind}" for extra in range(1, 5)] if kind in "f%" else []
+        for candidate in [*finer, f"{sign}.1e"]:
+            if value == 0 or float(text.rstrip("%")) != 0:
+                break
+            text = side(value, candidate)
+        return text
+
+    return f"[{end(low, at_least)}, {end(high, at_most)}]"
+
+
+def interval(centre, low, high, spec: str = ".2f") -> str:
+    """An estimate and its interval, ``"centre [low, high]"``: the centre rounded to nearest with ``spec``, the
+    interval as :func:`bracket` prints it (ends rounded outward, never a non-zero end printed as zero).
 
     Examples
     --------
     >>> from flatbook.prose import interval
     >>> interval(1.2, 1.1448, 1.2512), interval(0.456, 0.3119, 0.6081, ".0%")
     ('1.20 [1.14, 1.26]', '46% [31%, 61%]')
-    >>> interval(-0.02, -0.1039, float("inf"), "+.2f")
-    '-0.02 [-0.11, +inf]'
+    >>> interval(-0.02, -0.1039, float("inf"), "+.2f"), interval(-0.005, -0.0102, -0.0004, ".3f")
+    ('-0.02 [-0.11, +inf]', '-0.005 [-0.011, -0.0004]')
     """
     _checked(spec)
+    _check_interval(low, high, centre)
+    return f"{format(centre, spec)} {bracket(low, high, spec)}"
 
-    def end(value, side) -> str:
-        if isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isfinite(value):
-            return format(float(value), spec)
-        return side(value, spec)
 
-    return f"{format(centre, spec)} [{end(low, at_least)}, {end(high, at_most)}]"
+def _check_interval(low, high, *others) -> None:
+    values = (*others, low, high)
+    if any(isinstance(v, bool) or not isinstance(v, numbers.Real) or math.isnan(v) for v in values):
+        raise FlatbookInputError(f"an interval needs numbers, not NaN or another type; got {values!r}.")
+    if low > high:
+        raise FlatbookInputError(f"an interval's low end {low!r} lies above its high end {high!r}.")
+
+
+def grouped(count: int) -> str:
+    """An integer with a space between groups of three digits, as the book prints counts.
+
+    Examples
+    --------
+    >>> from flatbook.prose import grouped
+    >>> grouped(30000), grouped(300)
+    ('30 000', '300')
+    """
+    if isinstance(count, bool) or not isinstance(count, numbers.Integral):
+        raise FlatbookInputError(f"grouped prints an integer, got {count!r}.")
+    return f"{count:,}".replace(",", " ")
