@@ -12,7 +12,6 @@ from matplotlib.figure import Figure
 from flatbook.errors import FlatbookInputError
 from flatbook.experiments import SCALES, config_for, convex_dual, current_scale, flattest_generalise, symmetry_paradox
 from flatbook.figures import REGISTRY
-from flatbook.tables import where
 
 
 def assert_draws_its_figures(experiment, tables):
@@ -358,9 +357,8 @@ def test_training_flatness_tables():
         (label, config.seed + 100 * s, b) for label in training_flatness.PERTURBED_METHODS
         for s in range(config.seeds) for b in budgets
     )  # fmt: skip
-    own = {r["method"]: r for r in tables["finals"]}
-    for row in where(tables["budget"], perturbation_budget=config.perturbed_steps):
-        assert row["upsilon"] == own[row["method"]]["upsilon"]
+    budget_runs = [r for r in tables["budget"] if r["perturbation_budget"] != config.perturbed_steps]
+    assert all(r["stopped"] == "target_loss" and r["steps"] > r["perturbation_budget"] for r in budget_runs)
     for row in tables["finals"] + tables["references"] + tables["budget"]:
         assert row["ratio"] == pytest.approx(row["upsilon"] / row["flattest_upsilon"])
         assert row["proven_ratio"] >= row["ratio"] * (1 - 1e-12)  # a lower bound is below the network found
@@ -385,6 +383,59 @@ def test_perturbation_budgets_leave_plain_steps_after_the_perturbation():
     short = dataclasses.replace(training_flatness.CONFIGS["smoke"], max_steps=500)
     with pytest.raises(FlatbookInputError, match="raise max_steps"):
         training_flatness.perturbation_budgets(short)
+
+
+def test_a_perturbation_budget_reaches_the_training_run():
+    """The config's own budget is the method's own run; another budget trains differently."""
+    from flatbook.experiments import training_flatness
+
+    config = training_flatness.CONFIGS["smoke"]
+    own = training_flatness._train(config, "SAM", config.init_small, 0)["finals"][0]
+    same = training_flatness._train(config, "SAM", config.init_small, 0, perturbed_steps=config.perturbed_steps)
+    other = training_flatness._train(config, "SAM", config.init_small, 0, perturbed_steps=config.perturbed_steps // 3)
+    assert same["finals"][0]["upsilon"] == own["upsilon"]
+    assert other["finals"][0]["upsilon"] != own["upsilon"]
+
+
+def _budget_rows(slopes: dict[int, tuple[float, float]], budgets=(10, 30, 100, 300)) -> list[dict]:
+    """Rows of one method's budget sweep: seed s has Υ = b^slope below the third budget and (b/100)^late · 100^slope
+    from it, with (slope, late) = slopes[s]."""
+    rows = []
+    for seed, (slope, late) in slopes.items():
+        for b in budgets:
+            upsilon = b**slope if b <= 100 else 100**slope * (b / 100) ** late
+            rows.append({"seed": seed, "perturbation_budget": b, "upsilon": upsilon, "method": "SAM"})
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("slopes", "trend", "steepens"),
+    [
+        ({s: (-0.01 - 0.001 * s, -0.01 - 0.001 * s) for s in range(5)}, "falls", False),  # a straight fall
+        ({s: (-0.01 - 0.001 * s, -0.05 - 0.001 * s) for s in range(5)}, "falls", True),  # steeper at the end
+        ({s: (0.02 + 0.001 * s, 0.02 + 0.001 * s) for s in range(5)}, "rises", False),
+        ({s: ((-1) ** s * 0.01, (-1) ** s * 0.01) for s in range(5)}, "unresolved", False),
+        ({s: (0.05 + 0.001 * s, -0.02) for s in range(5)}, "rises", False),  # a steeper end, but no fall
+    ],
+)
+def test_budget_summary_reads_the_sign_only_where_the_interval_has_one(slopes, trend, steepens):
+    from flatbook.experiments.training_flatness import budget_summary
+
+    budgets = [10, 30, 100, 300]
+    summary = budget_summary(_budget_rows(slopes), budgets)
+    assert summary["trend"] == trend and summary["steepens"] is steepens
+    assert len(summary["local"]) == 3 and [r["perturbation_budget"] for r in summary["last"]] == [300] * 5
+    first = {s: slope for s, (slope, _) in slopes.items()}
+    expected = [(100 ** first[s] * 3 ** slopes[s][1]) / 10 ** first[s] - 1 for s in slopes]
+    assert summary["change"][0] == pytest.approx(np.mean(expected))
+
+
+def test_budget_summary_refuses_a_seed_missing_a_budget():
+    from flatbook.experiments.training_flatness import budget_summary
+
+    rows = _budget_rows({s: (-0.01, -0.01) for s in range(3)})
+    with pytest.raises(FlatbookInputError, match="every budget"):
+        budget_summary(rows[:-1], [10, 30, 100, 300])
 
 
 def test_upsilon_of_the_function_ignores_labels_and_the_symmetry():
@@ -489,6 +540,15 @@ def test_chapter3_upper_best_carries_the_residual_allowance(p, allowance, noise,
     assert row["proven"] == pytest.approx(proven) and row["proven"] == max(1.0, row["separation"])
     assert row["allowance_included"] is included
     assert row["estimate"] == pytest.approx(31.0 / 10.0)  # the two networks found, no allowance
+
+
+def test_chapter3_separation_is_lower_bad_over_upper_best_unclamped():
+    """A bad set whose lower end lies below upper(best) is not separated: its ratio stays below 1 (proven: 1)."""
+    from flatbook.experiments.bad_interpolators import ratios
+
+    best, bad = _bracket_rows(1.0, 0.5)
+    (row,) = ratios([best, {**bad, "lower": 8.0, "upper": 31.0}])
+    assert row["separation"] == pytest.approx(9.5 / 10.5) and row["proven"] == 1.0
 
 
 def test_chapter7_ratios_widen_both_ends_by_the_allowances_of_the_labels_each_network_fits():

@@ -43,7 +43,8 @@ from ..interpolators import random_directions
 from ..mirror import get_potential
 from ..network import TwoLayerNet
 from ..search import flattest_interpolator_report
-from ..tables import where
+from ..stats import loglog_slope, mean_interval
+from ..tables import group, index, local_slopes, slope_across_seeds, where
 from ..training import mirror_descent
 from .runner import map_points
 
@@ -55,6 +56,7 @@ __all__ = [
     "BUDGET_FACTORS",
     "initial_network",
     "perturbation_budgets",
+    "budget_summary",
     "upsilon_of_function",
     "run",
 ]
@@ -99,7 +101,8 @@ PERTURBED_METHODS = [
     label for label, (_, options) in METHODS.items() if options.get("sam") or options.get("label_noise")
 ]
 
-#: the perturbation budgets of the budget sweep, as multiples of the config's ``perturbed_steps``
+#: the perturbation budgets of the budget sweep, as multiples of the config's ``perturbed_steps`` (1 among them:
+#: the methods' own runs are the sweep's point at the config's budget)
 BUDGET_FACTORS = (0.1, 0.3, 1.0, 3.0)
 
 
@@ -387,14 +390,49 @@ def _training_points(config: Config, seeds: list[int]) -> list[dict]:
 
 def perturbation_budgets(config: Config) -> list[int]:
     """The budget sweep's numbers of perturbed steps (:data:`BUDGET_FACTORS` times ``perturbed_steps``), each
-    below ``max_steps`` so that plain steps follow; a clear error otherwise."""
+    at least 1 and below ``max_steps`` so that plain steps follow; a clear error otherwise."""
     budgets = [round(factor * config.perturbed_steps) for factor in BUDGET_FACTORS]
     if max(budgets) >= config.max_steps or min(budgets) < 1:
         raise FlatbookInputError(
             f"the perturbation budgets {budgets} ({BUDGET_FACTORS} times perturbed_steps = {config.perturbed_steps}) "
-            f"must lie between 1 and max_steps = {config.max_steps}: change perturbed_steps or raise max_steps."
+            f"must be at least 1 and below max_steps = {config.max_steps}: change perturbed_steps or raise max_steps."
         )
     return budgets
+
+
+def budget_summary(rows: list[dict], budgets: list[int]) -> dict:
+    """What the budget sweep says for one method (``rows``: its ``budget`` rows, every seed at every budget).
+
+    - ``slope``: the log-log slope of the final Υ against the budget fitted per seed, (mean, low, high) with the
+      Student-t 95 % interval over seeds, and ``trend`` its sign where the interval has one ("falls", "rises",
+      else "unresolved");
+    - ``local``: the same slopes between consecutive budgets (:func:`flatbook.tables.local_slopes`);
+    - ``change``: Υ(largest budget)/Υ(smallest) − 1 paired by seed, (mean, low, high);
+    - ``steepens``: the fall steepens, paired by seed: the slope falls and the last local slope minus the first
+      has its whole interval below 0;
+    - ``last``: the rows at the largest budget.
+    """
+    by_seed = {seed: index(members, "perturbation_budget") for seed, members in group(rows, "seed").items()}
+    incomplete = [seed for seed, runs in by_seed.items() if sorted(runs) != sorted(budgets)]
+    if incomplete or len(by_seed) < 2:
+        raise FlatbookInputError(
+            f"the budget summary needs at least two seeds, each at every budget {budgets}; seeds {incomplete} are not."
+        )
+    slope = slope_across_seeds(rows, "perturbation_budget", "upsilon")
+    trend = "falls" if slope[2] < 0 else "rises" if slope[1] > 0 else "unresolved"
+
+    def local_slope(runs, first, second):
+        return loglog_slope([first, second], [runs[first]["upsilon"], runs[second]["upsilon"]])
+
+    steeper = mean_interval([local_slope(r, *budgets[-2:]) - local_slope(r, *budgets[:2]) for r in by_seed.values()])
+    return {
+        "slope": slope,
+        "trend": trend,
+        "local": local_slopes(rows, "perturbation_budget", "upsilon"),
+        "change": mean_interval([r[budgets[-1]]["upsilon"] / r[budgets[0]]["upsilon"] - 1 for r in by_seed.values()]),
+        "steepens": trend == "falls" and steeper[2] < 0,
+        "last": [r[budgets[-1]] for r in by_seed.values()],
+    }
 
 
 def _budget_points(config: Config, seeds: list[int]) -> list[dict]:
@@ -439,7 +477,7 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
         for point, result in zip(budget_points, budget_results, strict=True)
         for row in result["finals"]
     ]
-    tables["budget"] += [
+    tables["budget"] += [  # the methods' own runs: the sweep's point at the config's budget (BUDGET_FACTORS has 1)
         {**row, "perturbation_budget": config.perturbed_steps}
         for row in where(tables["finals"], lambda r: r["method"] in PERTURBED_METHODS)
     ]
