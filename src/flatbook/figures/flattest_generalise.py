@@ -23,8 +23,11 @@ CONDITION_STYLE = {
     "residual, η² ∝ 1/n": (PALETTE["green"], "D"),
     "residual, η² ∝ n^-1/4": (PALETTE["green"], "v"),
 }
-#: the near-flattest range: the floor and the worst at each slack, light to dark as the slack grows
-SLACK_SHADES = ("0.65", "0.4", "0.1")
+
+
+def _slack_shades(count: int) -> list[str]:
+    """Grey levels for the near-flattest range's slacks, light to dark as the slack grows."""
+    return [f"{level:.2f}" for level in np.linspace(0.7, 0.05, count)]
 
 
 def _median_by_n(rows, value):
@@ -153,13 +156,15 @@ def plot_near_range(tables: dict) -> Figure:
         for ax, condition in zip(axes, conditions, strict=True):
             colour, marker = CONDITION_STYLE[condition]
             sel = where(near, condition=condition)
-            for slack, shade in zip(slacks, SLACK_SHADES[-len(slacks) :], strict=True):
+            for slack, shade in zip(slacks, _slack_shades(len(slacks)), strict=True):
                 rows = where(sel, slack=slack)
                 x, worst = _median_by_n(rows, lambda r: _relative(r, "worst"))
                 ax.plot(x, worst, "-", marker="^", ms=4, color=shade, label=f"worst found, ε = {100 * slack:g} %")
                 x, floor = _median_by_n(rows, lambda r: _relative(r, "floor"))
-                label = f"floor on the dictionary, ε = {100 * slack:g} %"
-                ax.plot(x, floor, "--", marker="v", ms=4, color=shade, label=label)
+                positive = [(n, f) for n, f in zip(x, floor, strict=True) if f > 0]  # a floor of 0 has no log
+                if positive:
+                    label = f"floor on the dictionary, ε = {100 * slack:g} %"
+                    ax.plot(*zip(*positive, strict=True), "--", marker="v", ms=4, color=shade, label=label)
             x, found = _median_by_n(where(sel, slack=slacks[0]), lambda r: _relative(r, "flattest"))
             ax.plot(x, found, "-", lw=2.4, color=colour, marker=marker, label="the solver's")
             _log_axes(ax, ns)
