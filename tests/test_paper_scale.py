@@ -160,7 +160,7 @@ def test_committed_results_are_what_the_current_code_computes(path, isolated_cac
             raise
         pytest.skip(f"{path.name}: stopped, of another paper configuration than the current code's")
     if not cheap:
-        assert not results["complete"], f"{path.name}: a complete run has points cheap enough to recompute"
+        assert not results["complete"], f"{path.name}: a complete run has no cheap point whose configuration it tells"
         pytest.skip(f"{path.name}: stopped, none of its finished points took less than {SPOT_CHECK_SECONDS:.0f} s")
     found = paper_results.spot_check(results, 3, SPOT_CHECK_SECONDS)
     assert not found, (
@@ -336,4 +336,13 @@ def test_points_recorded_without_their_configuration_are_used_only_where_the_fil
     assert paper_results.cheapest_points(without, points=2) == []
     without["points"] = without["points"][:1]
     assert paper_results.resume_into_cache(without) == 1
-    assert paper_results.spot_check(without) == []
+    assert len(paper_results.cheapest_points(without)) == 1 and paper_results.spot_check(without) == []
+
+
+def test_a_point_whose_changes_name_fields_the_configuration_lacks_is_not_used(swept_results):
+    """Changes that name a field the experiment's configuration does not have come from another kind of
+    configuration: such a point is neither resumed nor spot-checked (rebuilding it would raise)."""
+    foreign = json.loads(json.dumps(swept_results))
+    foreign["points"][1]["config_changes"] = {"no_such_field": 1.0}
+    assert paper_results.resume_into_cache(foreign) == 1
+    assert [entry["point"] for entry, _ in paper_results.cheapest_points(foreign, points=2)] == [{"x": 1.0}]

@@ -3,7 +3,8 @@
 ``python scripts/paper_scale.py EXPERIMENT`` runs an experiment's paper configuration and writes
 ``book/paper_scale/results/EXPERIMENT.json.gz`` (:func:`write`; gzip-compressed JSON, one point per line
 inside): the tables the chapter reads, every point with the
-function that computed it, its result and its seconds (:func:`flatbook.experiments.runner.recording_points`),
+function that computed it, the configuration fields a sweep changed for it (``config_changes``), its result and
+its seconds (:func:`flatbook.experiments.runner.recording_points`),
 and the provenance: the commit (a run refuses uncommitted changes), the fingerprint of the code the experiment
 runs, the configuration, machine, device, library versions, wall time, command line and cache hits.
 
@@ -151,10 +152,11 @@ def _with_config_changes(point: dict, run_config: dict) -> dict:
 def _configurations(results: dict, config) -> list:
     """The configuration each committed point ran under: ``config`` with the point's ``config_changes``.
 
-    A point without ``config_changes`` ran under ``config`` when its function and arguments occur once in the
-    file; when they occur more than once, a sweep ran it under several configurations that the file does not
-    tell apart. Those, and a point whose changes name fields ``config`` lacks (it ran under another kind of
-    configuration), have None: they are neither resumed nor spot-checked.
+    A point without ``config_changes`` is taken to have run under ``config`` when its function and arguments
+    occur once in the file (every sweep of these experiments reruns points of the run's own configuration, which
+    run first, so a swept point recurs); when they occur more than once, a sweep ran it under several
+    configurations that the file does not tell apart. Those, and a point whose changes name fields ``config``
+    lacks (it ran under another kind of configuration), have None: they are neither resumed nor spot-checked.
     """
     seen = Counter(_point_identity(entry) for entry in results["points"])
     fields = {field.name for field in dataclasses.fields(config)}
