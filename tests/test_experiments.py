@@ -357,8 +357,6 @@ def test_training_flatness_tables():
         (label, config.seed + 100 * s, b) for label in training_flatness.PERTURBED_METHODS
         for s in range(config.seeds) for b in budgets
     )  # fmt: skip
-    budget_runs = [r for r in tables["budget"] if r["perturbation_budget"] != config.perturbed_steps]
-    assert all(r["stopped"] == "target_loss" and r["steps"] > r["perturbation_budget"] for r in budget_runs)
     for row in tables["finals"] + tables["references"] + tables["budget"]:
         assert row["ratio"] == pytest.approx(row["upsilon"] / row["flattest_upsilon"])
         assert row["proven_ratio"] >= row["ratio"] * (1 - 1e-12)  # a lower bound is below the network found
