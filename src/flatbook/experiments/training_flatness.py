@@ -181,10 +181,15 @@ def initial_network(config: Config, scale: float, seed: int) -> TwoLayerNet:
     return TwoLayerNet(a.to(default_device()), theta.to(default_device()), "relu")
 
 
-def upsilon_of_function(net: TwoLayerNet, X) -> float:
+def upsilon_of_function(net: TwoLayerNet, X, outputs=None) -> float:
     """Υ of the function the network computes now: the orbit minimum of (2/n) Σ_i ‖∇_w h(w, x_i)‖²
-    (eq. ``eq-upsilon-gn``)."""
-    return min_flatness(net, X, net(X))
+    (eq. ``eq-upsilon-gn``); ``outputs`` = net(X) where the caller has it already."""
+    return min_flatness(net, X, net(X) if outputs is None else outputs)
+
+
+def _method_scale(config: Config, label: str) -> float:
+    """The initialisation scale a method of :data:`METHODS` starts from ("small" or "large" in the config)."""
+    return {"small": config.init_small, "large": config.init_large}[METHODS[label][0]]
 
 
 def _train(
@@ -248,7 +253,7 @@ def _train(
         "stopped": run.stopped,
         "loss": run.history[-1]["loss"],
         "trace": hessian_trace(net, X, y),
-        "upsilon": min_flatness(net, X, fitted),  # Υ of the function it computes, as upsilon_of_function
+        "upsilon": upsilon_of_function(net, X, fitted),
         # V*(net(X) − y) ≤ this: the flattest interpolator of the network's own labels is at most Υ*(m; y) + this
         "residual_allowance": residual_measure_bound(X, fitted - y, "relu"),
         "alignment": net.weighted_alignment(teacher.theta_star),
@@ -377,8 +382,7 @@ def _training_points(config: Config, seeds: list[int]) -> list[dict]:
     """Every training run, on every seed: each method, the initialisation and step sweeps, and the step-rule
     control, gradient descent with the perturbed methods' fixed step (the step sweep's run, where it has that
     step)."""
-    scale = {"small": config.init_small, "large": config.init_large}
-    points = [{"label": label, "scale": scale[init], "seed": s} for s in seeds for label, (init, _) in METHODS.items()]
+    points = [{"label": label, "scale": _method_scale(config, label), "seed": s} for s in seeds for label in METHODS]
     points += [{"label": f"GD, init {x:g}", "scale": x, "seed": s} for s in seeds for x in config.init_scales]
     steps = {(eta, s) for eta in (*config.step_sizes, config.fixed_step) for s in seeds}
     points += [
@@ -437,9 +441,8 @@ def budget_summary(rows: list[dict], budgets: list[int]) -> dict:
 
 def _budget_points(config: Config, seeds: list[int]) -> list[dict]:
     """SAM and label noise on every seed with each perturbation budget but the config's (the methods' own runs)."""
-    scale = {"small": config.init_small, "large": config.init_large}
     return [
-        {"kind": "train", "label": label, "scale": scale[METHODS[label][0]], "seed": s, "perturbed_steps": budget}
+        {"kind": "train", "label": label, "scale": _method_scale(config, label), "seed": s, "perturbed_steps": budget}
         for s in seeds
         for label in PERTURBED_METHODS
         for budget in perturbation_budgets(config)
