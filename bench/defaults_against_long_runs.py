@@ -2,6 +2,7 @@
 
     python bench/defaults_against_long_runs.py                   # d = 8, n = 64 and d = 6, n = 48, seeds 0-4
     python bench/defaults_against_long_runs.py --instances 8:64 --seeds 0 1
+    python bench/defaults_against_long_runs.py --instances 4:16 4:32 --certified   # against a proof (d = 4)
 
 For each instance d:n and seed: a noiseless single-index ReLU teacher (``single_index(d, "relu", seed)``,
 samples with seed + 1000), width m = 2n, and :func:`flatbook.flattest_interpolator`: with its defaults, as a
@@ -9,8 +10,11 @@ long run (``rounds=80, stall_rounds=None, pricing_starts=256``), as a longer one
 the same) and pooled (``POOLED_RESTARTS`` runs with the defaults from other seeds, then one with the defaults
 started from the union of their final dictionaries).  Nothing is proven in these dimensions (the proven
 lower bounds are closed forms, far below), so the references are the other runs' Υ: upper bounds on Υ*(m),
-not Υ*(m).  Printed per row: Υ, rounds and stop of each run, and defaults / min(long, longer, pooled) − 1,
-the excess of the defaults over the best run.  One process, two threads.
+not Υ*(m).  With ``--certified`` (dimensions where the cap branch-and-bound closes the gap), the reference is
+instead a run with pricing certified (``certify_up_to=d``, no tailing-off stop, ``CERTIFIED_LIMIT`` seconds)
+and its proven lower bound on Υ*(m): the defaults' excess over it is an upper bound on how far they end from
+the optimum.  Printed per row: Υ, rounds and stop of each run, and the defaults' excess, Υ / min(long, longer,
+pooled) − 1 (or Υ / the proven bound − 1).  One process, two threads.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ def instance(text: str) -> tuple[int, int]:
     return d, n
 
 
+#: seconds the certified reference may run (no tailing-off stop: it ends on a proof, or here)
+CERTIFIED_LIMIT = 600.0
 #: the pooled run: this many runs with the defaults from different seeds, then one from their dictionaries' union
 POOLED_RESTARTS = 4
 #: the seeds of the pooled run's restarts: seed + RESTART_SEED_STEP·j, j = 0 … POOLED_RESTARTS − 1
@@ -58,6 +64,21 @@ def _entry(result, started: float) -> dict:
         "stop": result.stop.value,
         "seconds": time.perf_counter() - started,
     }
+
+
+def certified_point(d: int, n: int, seed: int) -> dict:
+    """The defaults against a run with certified pricing: its proven lower bound is the reference."""
+    X, y = single_index(d, link="relu", seed=seed).sample(n, seed=seed + 1000)
+    row: dict = {"d": d, "n": n, "seed": seed}
+    started = time.perf_counter()
+    row["defaults"] = _entry(flattest_interpolator(X, y, "relu", 2 * n, seed=seed), started)
+    started = time.perf_counter()
+    proof = flattest_interpolator(
+        X, y, "relu", 2 * n, seed=seed, certify_up_to=d, stall_rounds=None, rounds=10_000, time_limit=CERTIFIED_LIMIT
+    )
+    row["certified"] = _entry(proof, started) | {"lower": proof.lower}
+    row["excess"] = row["defaults"]["upsilon"] / proof.lower - 1
+    return row
 
 
 def point(d: int, n: int, seed: int) -> dict:
@@ -86,21 +107,29 @@ def main():
     parser.add_argument("--instances", type=instance, nargs="+", default=[(8, 64), (6, 48)], help="d:n pairs")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--out", type=Path, help="also write the rows as JSON here")
-    args = parser.parse_args()
-    print(header("noiseless single-index ReLU, m = 2n, heuristic pricing"))
-    print(
-        "| d | n | seed | defaults: Υ, rounds, stop | long (80 rounds) | longer (400 rounds) "
-        f"| pooled ({POOLED_RESTARTS} restarts) | excess |"
+    parser.add_argument(
+        "--certified", action="store_true", help="compare with a run whose pricing is certified (its proven bound)"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    args = parser.parse_args()
+    if args.certified:
+        title, point_of, names = "defaults against a certified run", certified_point, ("defaults", "certified")
+        columns = "certified run: Υ, rounds, stop | its proven lower bound"
+    else:
+        title, point_of, names = "heuristic pricing", point, (*RUNS, "pooled")
+        columns = f"long (80 rounds) | longer (400 rounds) | pooled ({POOLED_RESTARTS} restarts)"
+    print(header(f"noiseless single-index ReLU, m = 2n, {title}"))
+    print(f"| d | n | seed | defaults: Υ, rounds, stop | {columns} | excess |")
+    print("|---" * (len(columns.split("|")) + 5) + "|")
     rows = []
     for d, n in args.instances:
         for seed in args.seeds:
-            row = point(d, n, seed)
+            row = point_of(d, n, seed)
             rows.append(row)
             cells = " | ".join(
-                f"{row[name]['upsilon']:.4f}, {row[name]['rounds']}, {row[name]['stop']}" for name in (*RUNS, "pooled")
+                f"{row[name]['upsilon']:.4f}, {row[name]['rounds']}, {row[name]['stop']}" for name in names
             )
+            if args.certified:
+                cells += f" | {row['certified']['lower']:.4f}"
             print(f"| {d} | {n} | {seed} | {cells} | {100 * row['excess']:.2f} % |", flush=True)
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))

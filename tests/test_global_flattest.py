@@ -32,6 +32,7 @@ from flatbook.experiments.bad_interpolators import teacher_upsilon
 from flatbook.flatness import unit_flatness_weights
 from flatbook.global_flattest import rounding_excess_bound, split_into_copies
 from flatbook.interpolators import random_directions
+from flatbook.pricing import dual_ratio
 from flatbook.relu_cells import activation_patterns, all_activation_patterns, flattest_relu_over_patterns
 from flatbook.weighted_l1 import WeightedL1Master
 
@@ -990,6 +991,18 @@ def test_residual_measure_bound_is_above_the_exact_measure_value_and_repairs_an_
         residual_measure_bound(X, y, "quadratic")
 
 
+@pytest.mark.parametrize("gap", [0.0, 1e-15])
+def test_residual_measure_bound_is_infinite_where_the_features_lose_rank_to_round_off(gap):
+    """Two samples equal (or equal up to round-off relative to the data): the feature matrix is rank deficient,
+    or its n-th singular value is below what round-off on its largest can move; no finite bound is proven."""
+    from flatbook.global_flattest import residual_measure_bound
+
+    _, X, _ = data(3, 8, "relu", seed=1)
+    X[1] = X[0] * (1 + gap)
+    residual = torch.linspace(-1.0, 1.0, 8, dtype=torch.float64)
+    assert residual_measure_bound(X, residual) == math.inf
+
+
 def test_slide_on_the_tape_is_the_slide_with_fresh_gradients():
     """The slide evaluates every trial on the autograd tape and takes the gradient at an accepted trial from
     it; a reference loop that evaluates trials without the tape and recomputes each gradient by a fresh
@@ -1317,3 +1330,39 @@ def test_progress_shows_a_bar_and_changes_nothing_else(capsys):
     shown = flattest_interpolator(X, y, "leaky_relu", 20, progress=True, **BASE_OPTIONS)
     assert "flattest interpolator" in capsys.readouterr().err
     assert fingerprint(shown) == fingerprint(quiet)
+
+
+@pytest.mark.parametrize(
+    ("name", "d", "rho0", "ascends"),
+    [
+        ("relu", 4, None, True),
+        ("leaky_relu", 5, None, True),
+        ("relu", 5, 0.0, True),
+        ("relu", 3, None, False),
+        ("quadratic", 5, None, False),
+        ("relu", 4, 0.5, False),
+    ],
+)
+def test_the_cell_ascent_prices_the_relu_family_above_three_dimensions_over_whole_subspheres(
+    name, d, rho0, ascends, monkeypatch
+):
+    """The cell-by-cell ascent runs in every pricing round of a ReLU-family solve without exact pricing over a
+    whole subsphere (the sphere, or ρ0 = 0), never with exact pricing (d ≤ 3), for other activations or on a
+    band (ρ0 > 0); its values are G_λ at its directions, so the stop and the columns it feeds see true ratios."""
+    teacher, X, y = data(d, 3 * d, name, noise=0.0)
+    calls = []
+    ascend_cells = column_generation.ascend_cells
+
+    def recorded(lam, X_, activation, starts, basis=None, **kwargs):
+        U, values = ascend_cells(lam, X_, activation, starts, basis, **kwargs)
+        calls.append((U, values, lam))
+        return U, values
+
+    monkeypatch.setattr(column_generation, "ascend_cells", recorded)
+    options = {} if rho0 is None else {"teacher": teacher.theta_star, "max_alignment": rho0}
+    result = flattest_interpolator(X, y, name, 6 * d, **options)
+    assert (len(calls) > 0) == ascends
+    if ascends:
+        assert len(calls) >= result.rounds
+        for U, values, lam in calls:
+            torch.testing.assert_close(values, dual_ratio(U, lam, X, get_activation(name)), rtol=1e-12, atol=0)

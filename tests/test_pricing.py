@@ -10,6 +10,8 @@ from flatbook.errors import FlatbookInputError
 from flatbook.pricing import (
     ExactPricer,
     arrangement_faces,
+    ascend_cells,
+    cell_maximizer,
     dual_ratio,
     dual_ratio_bound,
     exact_dual_ratio_sup,
@@ -270,3 +272,114 @@ def test_nudge_moves_off_hyperplanes_to_the_negative_side_only():
     assert float((moved - u).norm()) < 1e-7 * float(u.norm())
     generic = torch.randn(4, 3, dtype=torch.float64)  # on no hyperplane: left exactly as it is
     assert torch.equal(nudge_inactive(generic, X), generic)
+
+
+def arc_pattern_grid(X, u, count=400_000):
+    """Points of a fine circle in the open cell (arc) of the 2-d direction u: same strict sign on every sample."""
+    grid = circle(count)
+    inside = ((grid @ X.T > 0) == (X @ u > 0)[None, :]).all(1) & ((grid @ X.T).abs() > 0).all(1)
+    return grid[inside]
+
+
+def arc_ends(X, u):
+    """The arrangement's rays that bound the arc of u (every other sample's sign agrees with u's), moved to the
+    negative side of the sample they lie on: the arc's ends under the package's σ'(0) convention."""
+    rays = torch.stack([-X[:, 1], X[:, 0]], dim=1)
+    rays = torch.cat([rays, -rays]) / torch.cat([rays, -rays]).norm(dim=1, keepdim=True)
+    own = torch.arange(len(X)).repeat(2)
+    signs = (rays @ X.T > 0) == (X @ u > 0)[None, :]
+    signs[torch.arange(len(rays)), own] = True
+    return nudge_inactive(rays[signs.all(1)], X)
+
+
+@pytest.mark.parametrize("activation", PIECEWISE_LINEAR, ids=str)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cell_maximizer_is_the_maximum_of_a_fine_grid_on_its_arc_and_its_ends(activation, seed):
+    """In d = 2 a cell is an arc.  Its maximiser's value is at least the largest G_λ on the 4·10^5 circle points
+    inside the arc, and at most the largest of those and of G_λ at the arc's two ends (moved to the negative
+    side of their sample, where G_λ jumps up): 1e-3 allows the grid's spacing (G_λ is smooth inside the arc)."""
+    X, lam = instance(n=12, d=2, seed=seed)
+    gen = torch.Generator().manual_seed(seed + 20)
+    for u in torch.randn(6, 2, generator=gen, dtype=torch.float64):
+        u = u / u.norm()
+        best = cell_maximizer(lam, X, activation, u)
+        value = float(dual_ratio(best[None], lam, X, activation)[0])
+        grid = float(dual_ratio(arc_pattern_grid(X, u), lam, X, activation).max())
+        ends = float(dual_ratio(arc_ends(X, u), lam, X, activation).max())
+        assert grid <= value * (1 + 1e-9)
+        assert value <= max(grid, ends) * (1 + 1e-3)
+        assert float(best.norm()) == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("activation", PIECEWISE_LINEAR, ids=str)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cell_maximizer_in_three_dimensions_beats_every_sample_of_its_cell_and_never_the_supremum(activation, seed):
+    """d = 3: above every one of 3·10^5 random directions with the start's sign pattern, and below the exact
+    supremum over the sphere (the arrangement's enumeration, another method)."""
+    X, lam = instance(n=10, d=3, seed=seed)
+    sup, _ = exact_dual_ratio_sup(lam, X, activation)
+    gen = torch.Generator().manual_seed(seed + 30)
+    samples = torch.randn(300_000, 3, generator=gen, dtype=torch.float64)
+    signs = samples @ X.T > 0
+    for u in torch.randn(5, 3, generator=gen, dtype=torch.float64):
+        same = (signs == (X @ u > 0)[None, :]).all(1)
+        value = float(dual_ratio(cell_maximizer(lam, X, activation, u / u.norm())[None], lam, X, activation)[0])
+        assert float(dual_ratio(samples[same], lam, X, activation).max()) <= value * (1 + 1e-9)
+        assert value <= sup * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("activation", PIECEWISE_LINEAR, ids=str)
+def test_ascending_from_every_arc_reaches_the_supremum_of_a_fine_circle(activation):
+    """Started once inside every cell of a 2-d arrangement, the cell ascent's best value is the supremum: at least
+    the largest of 2·10^5 circle points, at most the exact supremum (the arrangement's rays and faces)."""
+    X, lam = instance(n=15, d=2, seed=3)
+    angles = torch.sort(torch.remainder(torch.atan2(X[:, 0], -X[:, 1]), math.pi)).values
+    rays = torch.cat([angles, angles + math.pi])
+    edges = torch.sort(rays).values
+    wrap = torch.cat([torch.zeros(len(edges) - 1), torch.tensor([2 * math.pi])])  # the last arc crosses angle 0
+    middles = (edges + torch.roll(edges, -1) + wrap) / 2
+    starts = torch.stack([middles.cos(), middles.sin()], dim=1).to(torch.float64)
+    _, values = ascend_cells(lam, X, activation, starts)
+    grid = float(dual_ratio(circle(200_000), lam, X, activation).max())
+    sup, _ = exact_dual_ratio_sup(lam, X, activation)
+    assert grid <= float(values.max()) * (1 + 1e-9)
+    assert float(values.max()) <= sup * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("activation", PIECEWISE_LINEAR, ids=str)
+def test_cell_ascent_never_descends_and_reports_the_ratio_of_what_it_returns(activation):
+    """d = 6, on the whole sphere and on a 4-dimensional subspace: each value is G_λ at its returned unit direction
+    (recomputed), never below the start's, and the directions stay in the subspace."""
+    X, lam = instance(n=40, d=6, seed=5)
+    gen = torch.Generator().manual_seed(6)
+    basis = torch.linalg.qr(torch.randn(6, 4, generator=gen, dtype=torch.float64)).Q
+    for subspace in (None, basis):
+        starts = torch.randn(20, 6, generator=gen, dtype=torch.float64)
+        if subspace is not None:
+            starts = starts @ subspace @ subspace.T
+        U, values = ascend_cells(lam, X, activation, starts, subspace)
+        torch.testing.assert_close(values, dual_ratio(U, lam, X, activation), rtol=1e-12, atol=0)
+        assert bool((values >= dual_ratio(starts, lam, X, activation) * (1 - 1e-12)).all())
+        assert bool((values > dual_ratio(starts, lam, X, activation) * (1 + 1e-6)).any())
+        torch.testing.assert_close(U.norm(dim=1), torch.ones(20, dtype=torch.float64))
+        if subspace is not None:
+            assert float((U - U @ subspace @ subspace.T).abs().max()) < 1e-9
+
+
+def test_the_cell_ascent_refuses_an_activation_that_is_not_piecewise_linear():
+    X, lam = instance(n=10, d=4)
+    with pytest.raises(FlatbookInputError, match="ReLU family"):
+        ascend_cells(lam, X, get_activation("quadratic"), torch.randn(3, 4, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("activation", PIECEWISE_LINEAR, ids=str)
+def test_ascending_starts_together_gives_what_ascending_each_alone_gives(activation):
+    """Few samples, many starts: most starts share a cell, some of them on either side of the numerator's zero,
+    where the cell's maximisers of +Σλσ and −Σλσ differ.  Batched starts that share work must still end where
+    each start alone ends."""
+    X, lam = instance(n=6, d=3, seed=7)
+    starts = torch.randn(150, 3, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    U, values = ascend_cells(lam, X, activation, starts)
+    for j in range(0, 150, 3):
+        alone_u, alone_value = ascend_cells(lam, X, activation, starts[j : j + 1])
+        assert float(values[j]) == pytest.approx(float(alone_value[0]), rel=1e-9)

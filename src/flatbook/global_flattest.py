@@ -249,7 +249,8 @@ def flattest_interpolator(
     arrangement, or by cap branch-and-bound for the ReLU family and the quadratic (on a ρ0-band, or above
     dimension 3, where its cost grows steeply; at most ``max_caps`` caps a round, default ``MAX_CAPS`` =
     500 000: a search that runs out proves a weaker bound); elsewhere it is a
-    multi-start ascent (``pricing_starts`` random starts, ``pricing_steps`` steps) and
+    multi-start ascent (``pricing_starts`` random starts, ``pricing_steps`` steps; for the ReLU family over a
+    whole subsphere, then a cell-by-cell ascent, :func:`~flatbook.pricing.ascend_cells`) and
     the proven bound is a closed form.  A heuristic stop (the largest ratio found within ``tol`` of the
     master, no new column, or ``stall_rounds`` rounds without progress by ``tol``; ``None``: never) is taken
     only after the pricing has been escalated to its most thorough level and that found nothing either;
@@ -412,7 +413,9 @@ def residual_measure_bound(X, residual, activation="relu") -> float:
     turns an approximate interpolator into a statement about exact ones.  With M = 4n random directions
     whose n × M feature matrix Φ has full row rank, c = Φ⁺r (computed) interpolates r up to e = r − Φc, and
     V*(e) ≤ max_j κ_j √M ‖e‖₂ / σ_n(Φ) (any e is interpolated by Φ⁺e), so
-    V*(r) ≤ Σ_j κ_j|c_j| + max_j κ_j √M ‖e‖₂ / σ_n(Φ); ``inf`` where Φ is rank deficient.
+    V*(r) ≤ Σ_j κ_j|c_j| + max_j κ_j √M ‖e‖₂ / σ_n(Φ); ``inf`` where Φ is rank deficient.  σ_n(Φ) is taken
+    from below: a computed singular value is exact for some Φ + E with ‖E‖₂ ≲ M·ε·σ₁(Φ) (ε the machine
+    precision), so by Weyl's inequality σ_n(Φ) ≥ σ̂_n − M·ε·σ̂₁; where that is not positive, ``inf``.
     """
     activation = get_activation(activation)
     if activation.p != 1.0:
@@ -424,11 +427,13 @@ def residual_measure_bound(X, residual, activation="relu") -> float:
     n, d = X.shape
     directions = random_directions(4 * n, d, seed=0).to(X.device)
     features = activation(X @ directions.T)
-    smallest = float(torch.linalg.svdvals(features)[n - 1])
+    left, singular, right = torch.linalg.svd(features, full_matrices=False)
+    rounding = features.shape[1] * torch.finfo(features.dtype).eps * float(singular[0])
+    smallest = float(singular[n - 1]) - rounding
     if smallest <= 0:
         return math.inf
     kappa = unit_flatness_weights(directions, X, activation)
-    weights = torch.linalg.pinv(features) @ residual
+    weights = right.T @ ((left.T @ residual) / singular)
     left_over = float(torch.linalg.vector_norm(residual - features @ weights))
     return float(kappa @ weights.abs()) + float(kappa.max()) * math.sqrt(4 * n) * left_over / smallest
 

@@ -14,6 +14,9 @@ This module gives the three ways to get at sup_u G_λ:
 - :func:`maximize_dual_ratio`: batched multi-start projected gradient ascent.  Fast, finds
   the new columns of column generation, but a *heuristic*: the maximum it finds may miss the
   supremum, so a bound built from it is only an estimate.
+- :func:`ascend_cells` (ReLU and leaky ReLU): from a direction, the exact maximum of G_λ over its cell of
+  the data's hyperplane arrangement (a quadratic program), then over the cell of that maximiser, while
+  G_λ rises: the local search where gradient ascent stalls at the cells' boundaries.  Also a heuristic.
 - :class:`ExactPricer` and :func:`exact_dual_ratio_sup` (ReLU and leaky ReLU, admissible directions in
   a subspace of dimension ≤ 3): enumerates the faces of the data's hyperplane arrangement (once per
   data set; then each λ costs a few passes over the faces).  On a face with
@@ -33,6 +36,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import clarabel
+import numpy as np
+import scipy.sparse
 import torch
 
 from .activations import HomogeneousActivation, LeakyReLU, get_activation
@@ -105,6 +111,96 @@ def maximize_dual_ratio(
         if float(angles.max()) < 1e-7:
             break
     return U.detach(), values.detach()
+
+
+def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
+    """The maximiser of G_λ over the closed cell of the data's hyperplane arrangement that contains ``u``
+    (the ReLU family), or None where the cell's program fails.
+
+    The cell is C = {v : s_i⟨v, x_i⟩ ≥ 0} with s_i the sign of ⟨u, x_i⟩, samples on a hyperplane (to 1e-9
+    relative) counted on the negative side, where σ' is smaller and G_λ larger (the convention of
+    :func:`nudge_inactive`).  On C, σ(⟨v, x_i⟩) = a_i⟨v, x_i⟩ with a_i the slope of sample i's side, so
+    (eq. ``eq-kappa``, c = p = 1) G_λ(v) = |gᵀv| / (2 (vᵀQv)^{1/2} T^{1/2}) with g = Σ_i a_i λ_i x_i,
+    Q = (2/n) Σ_i a_i² x_i x_iᵀ and T = (2/n) Σ_i a_i² ‖x_i‖² constant on C: the maximum of G_λ over C is
+    that of a linear form over an ellipsoid's cone, the convex program min vᵀQv s.t. ±gᵀv = 1, v ∈ C
+    (a quadratic program, Clarabel; the sign of gᵀu).  With ``basis`` (d, r orthonormal) v stays in its
+    span.  Returns the unit maximiser in R^d, moved off the hyperplanes it lies on to their negative side.
+    """
+    n = X.shape[0]
+    Xr = (X if basis is None else X @ basis).cpu().numpy()
+    ur = (u if basis is None else basis.T @ u).cpu().numpy()
+    z = Xr @ ur
+    positive = z > 1e-9 * np.linalg.norm(Xr, axis=1) * np.linalg.norm(ur)
+    slopes = np.where(positive, 1.0, activation.negative_slope)
+    g = Xr.T @ (lam.cpu().numpy() * slopes)
+    sign = 1.0 if g @ ur >= 0 else -1.0
+    r = Xr.shape[1]
+    Q = 2.0 / n * (Xr * (slopes**2)[:, None]).T @ Xr
+    sides = np.where(positive, 1.0, -1.0)
+    # Clarabel: min ½vᵀPv s.t. Av + s = b, s in the cones: sign·gᵀv = 1 (zero cone), −s_i⟨v, x_i⟩ ≤ 0.
+    A = scipy.sparse.csc_matrix(np.vstack([sign * g[None, :], -sides[:, None] * Xr]))
+    b = np.concatenate([[1.0], np.zeros(n)])
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    solution = clarabel.DefaultSolver(
+        scipy.sparse.csc_matrix(np.triu(2.0 * Q)),
+        np.zeros(r),
+        A,
+        b,
+        [clarabel.ZeroConeT(1), clarabel.NonnegativeConeT(n)],
+        settings,
+    ).solve()
+    found = np.asarray(solution.x)
+    if str(solution.status) not in ("Solved", "AlmostSolved") or not np.all(np.isfinite(found)) or not found.any():
+        return None
+    v = torch.as_tensor(found / np.linalg.norm(found), dtype=X.dtype, device=X.device)
+    v = nudge_inactive((v if basis is None else basis @ v)[None], X, basis=basis)[0]
+    return v / torch.linalg.vector_norm(v)
+
+
+def ascend_cells(
+    lam, X, activation: HomogeneousActivation, starts: torch.Tensor, basis=None, max_steps: int = 20
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Local maxima of G_λ for the ReLU family, reached one cell of the arrangement at a time.
+
+    From each start: move to the maximiser of its closed cell (:func:`cell_maximizer`), keep the move if
+    G_λ rose, and repeat from there (the maximiser's own cell can be another one: samples it lands on
+    drop to their negative side); stop when it does not rise, after at most ``max_steps`` moves.  Gradient
+    ascent stalls at the cells' boundaries, where G_λ jumps and its maxima sit; each move here is exact on a
+    whole cell.  Returns (directions, values), one per start, each value at least the start's.  A heuristic:
+    it proves nothing about the supremum.
+    """
+    if not isinstance(activation, LeakyReLU):
+        raise FlatbookInputError(
+            f"the cell ascent is for the ReLU family (σ linear on each side of 0), not {activation.name}; "
+            "use maximize_dual_ratio."
+        )
+    U = starts / torch.linalg.vector_norm(starts, dim=1, keepdim=True)
+    values = dual_ratio(U, lam, X, activation)
+    # Starts in one cell on one side of Σ_i λ_i σ(⟨u, x_i⟩) = 0 (the ascent's endpoints often share them) would
+    # repeat the same moves: the first ascends, the others take its result.
+    Z = X @ U.T
+    cells = torch.cat([Z > 0, (lam @ activation(Z) > 0)[None, :]]).T.cpu().numpy()
+    reached: dict[bytes, tuple[torch.Tensor, float]] = {}
+    out_u, out_v = [], []
+    for u, value, cell in zip(U, values.tolist(), cells, strict=True):
+        if cell.tobytes() in reached:
+            u, value = reached[cell.tobytes()]
+            out_u.append(u)
+            out_v.append(value)
+            continue
+        for _ in range(max_steps):
+            moved = cell_maximizer(lam, X, activation, u, basis)
+            if moved is None:
+                break
+            moved_value = float(dual_ratio(moved[None], lam, X, activation)[0])
+            if moved_value <= value * (1.0 + 1e-12):
+                break
+            u, value = moved, moved_value
+        reached[cell.tobytes()] = (u, value)
+        out_u.append(u)
+        out_v.append(value)
+    return torch.stack(out_u), torch.tensor(out_v, dtype=X.dtype, device=X.device)
 
 
 def dual_ratio_bound(lam, X, activation: HomogeneousActivation) -> float:
@@ -417,6 +513,8 @@ def nudge_inactive(
 __all__ = [
     "dual_ratio",
     "maximize_dual_ratio",
+    "cell_maximizer",
+    "ascend_cells",
     "dual_ratio_bound",
     "quadratic_dual_ratio_bound",
     "exact_pricing_available",
