@@ -235,9 +235,15 @@ def committed(experiment: str, start: str | Path | None = None) -> dict:
     return load(path)
 
 
+def _code_configuration(experiment: str, results: dict, scale: str):
+    """The current code's ``scale`` configuration of ``experiment`` where ``results`` ran under it, else None."""
+    config = config_for(_module(experiment).CONFIGS, scale)
+    return config if _plain(dataclasses.asdict(config)) == results["config"] else None
+
+
 def _current_configuration(experiment: str, results: dict) -> bool:
     """Whether ``results`` are of the paper configuration the current code's experiment has."""
-    return results["config"] == _plain(dataclasses.asdict(config_for(_module(experiment).CONFIGS, "paper")))
+    return _code_configuration(experiment, results, "paper") is not None
 
 
 def complete_run(experiment: str, start: str | Path | None = None) -> dict:
@@ -304,11 +310,10 @@ def resume_into_cache(results: dict) -> int:
     whose configuration the file does not tell, :func:`_configurations`, is left out). A run then computes only
     the missing points."""
     directory = cache_dir()
-    module = _module(results["experiment"])
-    config = config_for(module.CONFIGS, results["scale"])
+    config = _code_configuration(results["experiment"], results, results["scale"])
     if directory is None or results["code_fingerprint"] != experiment_fingerprint(results["experiment"]):
         return 0
-    if _plain(dataclasses.asdict(config)) != results["config"]:
+    if config is None:
         return 0
     restored = 0
     for entry, point_config in zip(results["points"], _configurations(results, config), strict=True):
@@ -386,9 +391,8 @@ def cheapest_points(results: dict, points: int = 3, max_seconds: float = math.in
 
     The paper configuration itself must be unchanged: a different one raises, naming the command to rerun.
     """
-    module = _module(results["experiment"])
-    config = config_for(module.CONFIGS, results["scale"])
-    if _plain(dataclasses.asdict(config)) != results["config"]:
+    config = _code_configuration(results["experiment"], results, results["scale"])
+    if config is None:
         raise FlatbookInputError(
             f"the {results['scale']} configuration of {results['experiment']} changed since its results were "
             f"committed: regenerate them (python scripts/paper_scale.py {results['experiment']})."

@@ -1,0 +1,79 @@
+"""What the cell-by-cell ascent costs and gives: the global solver with it (the default) and without it.
+
+    python bench/cell_ascent_cost.py                               # d:n = 6:48, 8:64, 20:100, 20:500; seed 0
+    python bench/cell_ascent_cost.py --instances 20:500 --rounds 10 --steps 2 20
+
+For each instance d:n, a single-index ReLU teacher with label noise 0.3 (``single_index(d, "relu",
+noise_std=0.3, seed)``, samples with seed + 1), width m = 2n, and :func:`flatbook.flattest_interpolator` with
+``rounds`` rounds (``tol=0.01``): priced with the cell ascent of
+:func:`flatbook.pricing.ascend_cells` at each ``--steps`` moves per start
+(``column_generation.CELL_ASCENT_STEPS`` is the default), and the peer, the same solver whose pricer never
+ascends cells (gradient ascent only), in the same process.  Printed per row: Υ, rounds, stop and seconds of
+each, the seconds' ratio against the peer and Υ's.  One process; run it alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from defaults_against_long_runs import instance
+
+import flatbook.column_generation as column_generation
+from flatbook import flattest_interpolator
+from flatbook.data import single_index
+
+from common import header
+
+
+def solve(X, y, n: int, rounds: int, seed: int, steps: int | None) -> dict:
+    """One solve, with the cell ascent at ``steps`` moves per start (None: the pricer never ascends cells)."""
+    original_steps, original_init = column_generation.CELL_ASCENT_STEPS, column_generation.Pricer.__init__
+
+    def without_cells(pricer, *args, **kwargs):
+        original_init(pricer, *args, **kwargs)
+        pricer.ascends_cells = False
+
+    if steps is None:
+        column_generation.Pricer.__init__ = without_cells
+    else:
+        column_generation.CELL_ASCENT_STEPS = steps
+    try:
+        started = time.perf_counter()
+        result = flattest_interpolator(X, y, "relu", 2 * n, rounds=rounds, tol=0.01, seed=seed)
+        seconds = time.perf_counter() - started
+    finally:
+        column_generation.CELL_ASCENT_STEPS, column_generation.Pricer.__init__ = original_steps, original_init
+    return {"upsilon": result.upper, "rounds": result.rounds, "stop": result.stop.value, "seconds": seconds}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--instances", type=instance, nargs="+", default=[(6, 48), (8, 64), (20, 100), (20, 500)], help="d:n pairs"
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--steps", type=int, nargs="+", default=[column_generation.CELL_ASCENT_STEPS])
+    args = parser.parse_args()
+    if args.rounds < 1 or min(args.steps) < 1:
+        parser.error("--rounds and every --steps must be at least 1")
+    print(header(f"single-index ReLU, noise 0.3, m = 2n, at most {args.rounds} rounds"))
+    runs = "with cells: Υ, rounds, stop, s | without: Υ, rounds, stop, s"
+    print(f"| d | n | seed | moves | {runs} | time ratio | Υ ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    for d, n in args.instances:
+        for seed in args.seeds:
+            X, y = single_index(d, link="relu", noise_std=0.3, seed=seed).sample(n, seed=seed + 1)
+            peer = solve(X, y, n, args.rounds, seed, None)
+            for steps in args.steps:
+                row = solve(X, y, n, args.rounds, seed, steps)
+                cells = " | ".join(
+                    f"{run['upsilon']:.4f}, {run['rounds']}, {run['stop']}, {run['seconds']:.1f}" for run in (row, peer)
+                )
+                ratios = f"{row['seconds'] / peer['seconds']:.2f} | {row['upsilon'] / peer['upsilon']:.4f}"
+                print(f"| {d} | {n} | {seed} | {steps} | {cells} | {ratios} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
