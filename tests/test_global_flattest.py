@@ -1348,14 +1348,14 @@ def test_the_cell_ascent_prices_the_relu_family_above_three_dimensions_over_whol
 ):
     """The cell-by-cell ascent runs in every pricing round of a ReLU-family solve without exact pricing over a
     whole subsphere (the sphere, or ρ0 = 0), never with exact pricing (d ≤ 3), for other activations or on a
-    band (ρ0 > 0); its values are G_λ at its directions, so the stop and the columns it feeds see true ratios."""
+    band (ρ0 > 0); it never ends below a start, and with ρ0 = 0 its directions stay orthogonal to the teacher."""
     teacher, X, y = data(d, 3 * d, name, noise=0.0)
     calls = []
     ascend_cells = column_generation.ascend_cells
 
     def recorded(lam, X_, activation, starts, basis=None, **kwargs):
         U, values = ascend_cells(lam, X_, activation, starts, basis, **kwargs)
-        calls.append((U, values, lam))
+        calls.append((starts, U, values, lam, basis))
         return U, values
 
     monkeypatch.setattr(column_generation, "ascend_cells", recorded)
@@ -1364,5 +1364,7 @@ def test_the_cell_ascent_prices_the_relu_family_above_three_dimensions_over_whol
     assert (len(calls) > 0) == ascends
     if ascends:
         assert len(calls) >= result.rounds
-        for U, values, lam in calls:
-            torch.testing.assert_close(values, dual_ratio(U, lam, X, get_activation(name)), rtol=1e-12, atol=0)
+        for starts, U, values, lam, basis in calls:
+            assert bool((values >= dual_ratio(starts, lam, X, get_activation(name)) * (1 - 1e-12)).all())
+            if basis is not None:  # ρ0 = 0: the directions orthogonal to the teacher
+                assert float((U - U @ basis @ basis.T).abs().max()) < 1e-9

@@ -82,9 +82,9 @@ MASTER_RESTART_FACTOR = 10.0
 #: by default pricing is certified (the arrangement, or cap branch-and-bound) up to this admissible dimension:
 #: the caps needed to close a gap grow steeply with it
 CERTIFY_UP_TO = 3
-#: moves of the pricing's cell-by-cell ascent from each start (:func:`~flatbook.pricing.ascend_cells`): a start
-#: takes about 4.5 moves when unbounded, and the quadratic programs behind them (n constraints) dominated a round
-#: at n = 500, d = 20 (24 s a round against 4.5 s without them); two keep most of the gain in d = 6 and 8
+#: moves of the pricing's cell-by-cell ascent from each start (:func:`~flatbook.pricing.ascend_cells`): its
+#: quadratic programs have n constraints, and unbounded moves dominated the rounds at n = 500 (bench/README.md,
+#: "What the cell ascent costs")
 CELL_ASCENT_STEPS = 2
 #: the default number of caps the cap branch-and-bound may bound in one pricing round
 MAX_CAPS = 500_000

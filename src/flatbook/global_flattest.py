@@ -414,8 +414,10 @@ def residual_measure_bound(X, residual, activation="relu") -> float:
     whose n × M feature matrix Φ has full row rank, c = Φ⁺r (computed) interpolates r up to e = r − Φc, and
     V*(e) ≤ max_j κ_j √M ‖e‖₂ / σ_n(Φ) (any e is interpolated by Φ⁺e), so
     V*(r) ≤ Σ_j κ_j|c_j| + max_j κ_j √M ‖e‖₂ / σ_n(Φ); ``inf`` where Φ is rank deficient.  σ_n(Φ) is taken
-    from below: a computed singular value is exact for some Φ + E with ‖E‖₂ ≲ M·ε·σ₁(Φ) (ε the machine
-    precision), so by Weyl's inequality σ_n(Φ) ≥ σ̂_n − M·ε·σ̂₁; where that is not positive, ``inf``.
+    from below with a margin for round-off: the computed singular values are those of some Φ + E, with ‖E‖₂ a
+    modest multiple of ε‖Φ‖₂ (the SVD's backward error, and the rounding of Φ's entries; ε the machine
+    precision), so by Weyl's inequality σ_n(Φ) ≥ σ̂_n − ‖E‖₂; M·ε·σ̂₁ is taken for ‖E‖₂ (a rule of thumb for
+    that multiple, not a proven constant).  Where the margin leaves nothing, ``inf``.
     """
     activation = get_activation(activation)
     if activation.p != 1.0:

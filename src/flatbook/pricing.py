@@ -34,6 +34,7 @@ This module gives the three ways to get at sup_u G_λ:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import clarabel
@@ -113,49 +114,57 @@ def maximize_dual_ratio(
     return U.detach(), values.detach()
 
 
-def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
-    """The maximiser of G_λ over the closed cell of the data's hyperplane arrangement that contains ``u``
-    (the ReLU family), or None where the cell's program fails.
+#: relative distance to a hyperplane below which the cell maximiser counts as lying on it and is moved to its
+#: negative side: above the quadratic program's tolerances (Clarabel's defaults, about 1e-8)
+CELL_WALL_TOL = 1e-6
 
-    The cell is C = {v : s_i⟨v, x_i⟩ ≥ 0} with s_i the sign of ⟨u, x_i⟩, samples on a hyperplane (to 1e-9
-    relative) counted on the negative side, where σ' is smaller and G_λ larger (the convention of
-    :func:`nudge_inactive`).  On C, σ(⟨v, x_i⟩) = a_i⟨v, x_i⟩ with a_i the slope of sample i's side, so
-    (eq. ``eq-kappa``, c = p = 1) G_λ(v) = |gᵀv| / (2 (vᵀQv)^{1/2} T^{1/2}) with g = Σ_i a_i λ_i x_i,
-    Q = (2/n) Σ_i a_i² x_i x_iᵀ and T = (2/n) Σ_i a_i² ‖x_i‖² constant on C: the maximum of G_λ over C is
-    that of a linear form over an ellipsoid's cone, the convex program min vᵀQv s.t. ±gᵀv = 1, v ∈ C
-    (a quadratic program, Clarabel; the sign of gᵀu).  With ``basis`` (d, r orthonormal) v stays in its
-    span.  Returns the unit maximiser in R^d, moved off the hyperplanes it lies on to their negative side.
+
+def _cell_sides(Xr: np.ndarray, ur: np.ndarray) -> np.ndarray:
+    """Which samples are on the positive side of u (to 1e-9 relative; on a hyperplane counts as negative)."""
+    return Xr @ ur > 1e-9 * np.linalg.norm(Xr, axis=1) * np.linalg.norm(ur)
+
+
+def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
+    """A maximiser of G_λ over the cell of the data's hyperplane arrangement that contains ``u`` (the ReLU
+    family), moved onto the better side of the walls it reaches; None where no program of the cell solves.
+
+    The cell is C = {v : s_i⟨v, x_i⟩ > 0} with s_i the side of ⟨u, x_i⟩ (a sample on its hyperplane, to 1e-9
+    relative, counts as negative, where σ' is smaller).  On C, σ(⟨v, x_i⟩) = a_i⟨v, x_i⟩ with a_i the slope
+    of sample i's side, so (eq. ``eq-kappa``, c = p = 1) G_λ(v) = |gᵀv| / (2 (vᵀQv)^{1/2} T^{1/2}) with
+    g = Σ_i a_i λ_i x_i, Q = (2/n) Σ_i a_i² x_i x_iᵀ and T = (2/n) Σ_i a_i² ‖x_i‖² constant on C.  The
+    supremum of this expression over C's closure is that of a linear form over an ellipsoid's cone, taken for
+    each sign of gᵀv (the plane gᵀv = 0 can cut C): min vᵀQv s.t. ±gᵀv = 1, s_i⟨v, x_i⟩ ≥ 0, two quadratic
+    programs (Clarabel).  Their solutions, moved off the hyperplanes they lie on (to ``CELL_WALL_TOL``) to the
+    negative side, where T is smaller and G_λ at least as large (:func:`nudge_inactive`), are valued by
+    :func:`dual_ratio`; the better is returned (a unit vector; in span(``basis``), d × r orthonormal, if given).
     """
     n = X.shape[0]
     Xr = (X if basis is None else X @ basis).cpu().numpy()
-    ur = (u if basis is None else basis.T @ u).cpu().numpy()
-    z = Xr @ ur
-    positive = z > 1e-9 * np.linalg.norm(Xr, axis=1) * np.linalg.norm(ur)
+    positive = _cell_sides(Xr, (u if basis is None else basis.T @ u).cpu().numpy())
     slopes = np.where(positive, 1.0, activation.negative_slope)
     g = Xr.T @ (lam.cpu().numpy() * slopes)
-    sign = 1.0 if g @ ur >= 0 else -1.0
     r = Xr.shape[1]
-    Q = 2.0 / n * (Xr * (slopes**2)[:, None]).T @ Xr
-    sides = np.where(positive, 1.0, -1.0)
-    # Clarabel: min ½vᵀPv s.t. Av + s = b, s in the cones: sign·gᵀv = 1 (zero cone), −s_i⟨v, x_i⟩ ≤ 0.
-    A = scipy.sparse.csc_matrix(np.vstack([sign * g[None, :], -sides[:, None] * Xr]))
-    b = np.concatenate([[1.0], np.zeros(n)])
+    P = scipy.sparse.csc_matrix(np.triu(4.0 / n * (Xr * (slopes**2)[:, None]).T @ Xr))  # 2Q
+    walls = -np.where(positive, 1.0, -1.0)[:, None] * Xr
     settings = clarabel.DefaultSettings()
     settings.verbose = False
-    solution = clarabel.DefaultSolver(
-        scipy.sparse.csc_matrix(np.triu(2.0 * Q)),
-        np.zeros(r),
-        A,
-        b,
-        [clarabel.ZeroConeT(1), clarabel.NonnegativeConeT(n)],
-        settings,
-    ).solve()
-    found = np.asarray(solution.x)
-    if str(solution.status) not in ("Solved", "AlmostSolved") or not np.all(np.isfinite(found)) or not found.any():
-        return None
-    v = torch.as_tensor(found / np.linalg.norm(found), dtype=X.dtype, device=X.device)
-    v = nudge_inactive((v if basis is None else basis @ v)[None], X, basis=basis)[0]
-    return v / torch.linalg.vector_norm(v)
+    best, best_value = None, -math.inf
+    for sign in (1.0, -1.0):
+        # Clarabel: min ½vᵀPv s.t. Av + s = b, s in the cones: sign·gᵀv = 1 (zero cone), −s_i⟨v, x_i⟩ ≤ 0.
+        A = scipy.sparse.csc_matrix(np.vstack([sign * g[None, :], walls]))
+        b = np.concatenate([[1.0], np.zeros(n)])
+        cones = [clarabel.ZeroConeT(1), clarabel.NonnegativeConeT(n)]
+        solution = clarabel.DefaultSolver(P, np.zeros(r), A, b, cones, settings).solve()
+        found = np.asarray(solution.x)
+        if str(solution.status) not in ("Solved", "AlmostSolved") or not np.all(np.isfinite(found)) or not found.any():
+            continue
+        v = torch.as_tensor(found / np.linalg.norm(found), dtype=X.dtype, device=X.device)
+        v = nudge_inactive((v if basis is None else basis @ v)[None], X, CELL_WALL_TOL, basis)[0]
+        v = v / torch.linalg.vector_norm(v)
+        value = float(dual_ratio(v[None], lam, X, activation)[0])
+        if value > best_value:
+            best, best_value = v, value
+    return best
 
 
 def ascend_cells(
@@ -163,12 +172,13 @@ def ascend_cells(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Local maxima of G_λ for the ReLU family, reached one cell of the arrangement at a time.
 
-    From each start: move to the maximiser of its closed cell (:func:`cell_maximizer`), keep the move if
-    G_λ rose, and repeat from there (the maximiser's own cell can be another one: samples it lands on
-    drop to their negative side); stop when it does not rise, after at most ``max_steps`` moves.  Gradient
-    ascent stalls at the cells' boundaries, where G_λ jumps and its maxima sit; each move here is exact on a
-    whole cell.  Returns (directions, values), one per start, each value at least the start's.  A heuristic:
-    it proves nothing about the supremum.
+    From each start (in span(``basis``) if given): move to its cell's maximiser (:func:`cell_maximizer`), keep
+    the move if G_λ rose, and repeat from there (the maximiser's walls are crossed to the side where G_λ is
+    larger, so the next cell is another one); stop when it does not rise, after at most ``max_steps`` moves.
+    Gradient ascent stalls at the cells' boundaries, where G_λ jumps and its maxima sit; each move here is
+    exact on a whole cell.  A cell's maximiser is computed once for all the starts that reach it.  Returns
+    (directions, values), one per start, each value at least the start's.  A heuristic: it proves nothing
+    about the supremum.
     """
     if not isinstance(activation, LeakyReLU):
         raise FlatbookInputError(
@@ -177,27 +187,24 @@ def ascend_cells(
         )
     U = starts / torch.linalg.vector_norm(starts, dim=1, keepdim=True)
     values = dual_ratio(U, lam, X, activation)
-    # Starts in one cell on one side of Σ_i λ_i σ(⟨u, x_i⟩) = 0 (the ascent's endpoints often share them) would
-    # repeat the same moves: the first ascends, the others take its result.
-    Z = X @ U.T
-    cells = torch.cat([Z > 0, (lam @ activation(Z) > 0)[None, :]]).T.cpu().numpy()
-    reached: dict[bytes, tuple[torch.Tensor, float]] = {}
-    out_u, out_v = [], []
-    for u, value, cell in zip(U, values.tolist(), cells, strict=True):
-        if cell.tobytes() in reached:
-            u, value = reached[cell.tobytes()]
-            out_u.append(u)
-            out_v.append(value)
-            continue
-        for _ in range(max_steps):
+    Xr = (X if basis is None else X @ basis).cpu().numpy()
+    maximizers: dict[bytes, tuple[torch.Tensor | None, float]] = {}
+
+    def maximizer_of_cell(u: torch.Tensor) -> tuple[torch.Tensor | None, float]:
+        cell = _cell_sides(Xr, (u if basis is None else basis.T @ u).cpu().numpy()).tobytes()
+        if cell not in maximizers:
             moved = cell_maximizer(lam, X, activation, u, basis)
-            if moved is None:
-                break
-            moved_value = float(dual_ratio(moved[None], lam, X, activation)[0])
-            if moved_value <= value * (1.0 + 1e-12):
+            value = -math.inf if moved is None else float(dual_ratio(moved[None], lam, X, activation)[0])
+            maximizers[cell] = (moved, value)
+        return maximizers[cell]
+
+    out_u, out_v = [], []
+    for u, value in zip(U, values.tolist(), strict=True):
+        for _ in range(max_steps):
+            moved, moved_value = maximizer_of_cell(u)
+            if moved is None or moved_value <= value * (1.0 + 1e-12):
                 break
             u, value = moved, moved_value
-        reached[cell.tobytes()] = (u, value)
         out_u.append(u)
         out_v.append(value)
     return torch.stack(out_u), torch.tensor(out_v, dtype=X.dtype, device=X.device)
