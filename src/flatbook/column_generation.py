@@ -54,6 +54,7 @@ __all__ = [
     "INEXACT_MASTER_MAX_GAP",
     "MASTER_RESTART_FACTOR",
     "CERTIFY_UP_TO",
+    "CELL_ASCENT_STARTS",
     "CELL_ASCENT_STEPS",
     "MAX_CAPS",
     "ColumnGeneration",
@@ -82,10 +83,12 @@ MASTER_RESTART_FACTOR = 10.0
 #: by default pricing is certified (the arrangement, or cap branch-and-bound) up to this admissible dimension:
 #: the caps needed to close a gap grow steeply with it
 CERTIFY_UP_TO = 3
-#: moves of the pricing's cell-by-cell ascent from each start (:func:`~flatbook.pricing.ascend_cells`): its
-#: quadratic programs have n constraints, and unbounded moves dominated the rounds at n = 500 (bench/README.md,
-#: "What the cell ascent costs")
+#: moves of the pricing's cell-by-cell ascent from each start (:func:`~flatbook.pricing.ascend_cells`), and how
+#: many of the gradient ascent's best endpoints, and of its random starts, it starts from: its quadratic programs
+#: have n constraints and cost most of a round at n = 100 to 500 with more (bench/README.md, "What the cell
+#: ascent costs")
 CELL_ASCENT_STEPS = 2
+CELL_ASCENT_STARTS = 16
 #: the default number of caps the cap branch-and-bound may bound in one pricing round
 MAX_CAPS = 500_000
 #: a master with at least this many feature entries (n × columns) whose vertex the dual does not identify is
@@ -416,8 +419,8 @@ class Pricer:
     admissible directions and at spectral directions (the extreme eigenvectors of Σ_i λ_i x_i x_iᵀ in the
     admissible subspace).
 
-    For the ReLU family without exact pricing, over a whole subsphere, the ``heuristic_new`` best endpoints of the
-    ascent and as many of its random starts are then moved on cell by cell of the data's hyperplane arrangement
+    For the ReLU family without exact pricing, over a whole subsphere, the ``CELL_ASCENT_STARTS`` best endpoints of
+    the ascent and as many of its random starts are then moved on cell by cell of the data's hyperplane arrangement
     (:func:`~flatbook.pricing.ascend_cells`): gradient ascent stalls at the cells' boundaries, where G_λ's
     maxima sit.
 
@@ -530,8 +533,8 @@ class Pricer:
         if self.ascends_cells:
             # From the best endpoints, and from random starts themselves: the ascent funnels its starts into the
             # large cells' boundaries, and G_λ's supremum can sit inside a small cell that only a start there finds.
-            best = torch.argsort(values, descending=True)[: self.heuristic_new]
-            cell_starts = torch.cat([found[best], raw[: self.heuristic_new]])
+            best = torch.argsort(values, descending=True)[:CELL_ASCENT_STARTS]
+            cell_starts = torch.cat([found[best], raw[:CELL_ASCENT_STARTS]])
             moved, moved_values = ascend_cells(
                 lam, self.X, self.activation, cell_starts, admissible.subspace, max_steps=CELL_ASCENT_STEPS
             )

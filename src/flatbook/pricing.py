@@ -114,9 +114,12 @@ def maximize_dual_ratio(
     return U.detach(), values.detach()
 
 
+#: the tolerances (gap and feasibility) the cell's quadratic programs are solved to: below ``CELL_WALL_TOL``, so that
+#: a wall the solution lies on is within that of it
+CELL_PROGRAM_TOL = 1e-12
 #: relative distance to a hyperplane below which the cell maximiser counts as lying on it and is moved to its
-#: negative side: above the quadratic program's tolerances (Clarabel's defaults, about 1e-8)
-CELL_WALL_TOL = 1e-6
+#: negative side (by this much: the near-copies it makes of one direction stay close)
+CELL_WALL_TOL = 1e-9
 
 
 def _cell_sides(Xr: np.ndarray, ur: np.ndarray) -> np.ndarray:
@@ -134,9 +137,10 @@ def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
     g = Σ_i a_i λ_i x_i, Q = (2/n) Σ_i a_i² x_i x_iᵀ and T = (2/n) Σ_i a_i² ‖x_i‖² constant on C.  The
     supremum of this expression over C's closure is that of a linear form over an ellipsoid's cone, taken for
     each sign of gᵀv (the plane gᵀv = 0 can cut C): min vᵀQv s.t. ±gᵀv = 1, s_i⟨v, x_i⟩ ≥ 0, two quadratic
-    programs (Clarabel).  Their solutions, moved off the hyperplanes they lie on (to ``CELL_WALL_TOL``) to the
-    negative side, where T is smaller and G_λ at least as large (:func:`nudge_inactive`), are valued by
-    :func:`dual_ratio`; the better is returned (a unit vector; in span(``basis``), d × r orthonormal, if given).
+    programs (Clarabel, to ``CELL_PROGRAM_TOL``).  Their solutions, moved off the hyperplanes they lie on (to
+    ``CELL_WALL_TOL``) to the negative side, where T is smaller and G_λ at least as large
+    (:func:`nudge_inactive`), are valued by :func:`dual_ratio`; the better is returned (a unit vector; in
+    span(``basis``), d × r orthonormal, if given).
     """
     n = X.shape[0]
     Xr = (X if basis is None else X @ basis).cpu().numpy()
@@ -148,6 +152,7 @@ def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
     walls = -np.where(positive, 1.0, -1.0)[:, None] * Xr
     settings = clarabel.DefaultSettings()
     settings.verbose = False
+    settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = CELL_PROGRAM_TOL
     best, best_value = None, -math.inf
     for sign in (1.0, -1.0):
         # Clarabel: min ½vᵀPv s.t. Av + s = b, s in the cones: sign·gᵀv = 1 (zero cone), −s_i⟨v, x_i⟩ ≤ 0.
