@@ -1,17 +1,15 @@
-"""What the cell-by-cell ascent costs and gives: the global solver with it (the default) and without it.
+"""What the cell-by-cell ascent costs and gives: the global solver with it (``cell_ascent=True``) and without.
 
     python bench/cell_ascent_cost.py                               # d:n = 6:48, 8:64, 20:100, 20:500; seed 0
     python bench/cell_ascent_cost.py --instances 20:500 --rounds 10 --steps 2 20
 
-For each instance d:n, a single-index ReLU teacher with label noise 0.3 (``single_index(d, "relu",
-noise_std=0.3, seed)``, samples with seed + 1), width m = 2n, and :func:`flatbook.flattest_interpolator` with
-``rounds`` rounds (``tol=0.01``): priced with the cell ascent of
-:func:`flatbook.pricing.ascend_cells` at each ``--steps`` moves per start
-(``column_generation.CELL_ASCENT_STEPS`` is the default), and the peer, the same solver whose pricer never
-ascends cells (gradient ascent only), in the same process after one warm-up solve, the order of the two
-alternating from row to row.  Printed per row: Υ, rounds, stop and seconds per round of each, the ratio of
-seconds per round against the peer, and of Υ.  One process; run it alone.  The cell ascent runs only without
-exact pricing, so every instance needs d > 3.
+For each instance d:n, a single-index ReLU teacher with label noise 0.3 (``single_index(d, "relu", noise_std=0.3,
+seed)``, samples with seed + 1), width m = 2n, and :func:`flatbook.flattest_interpolator` with ``rounds`` rounds
+(``tol=0.01``): with ``cell_ascent=True`` (:func:`flatbook.pricing.ascend_cells`) at each ``--steps`` moves per start
+(``column_generation.CELL_ASCENT_STEPS`` is the solver's), and the peer, the same solver with its default, no cell
+ascent (gradient ascent only), in the same process after one warm-up solve, the order of the two alternating from row to
+row.  Printed per row: Υ, rounds, stop and seconds per round of each, the ratio of seconds per round against the peer,
+and of Υ.  One process; run it alone.  The cell ascent runs only without exact pricing, so every instance needs d > 3.
 """
 
 from __future__ import annotations
@@ -29,23 +27,18 @@ from common import header
 
 
 def solve(X, y, n: int, rounds: int, seed: int, steps: int | None) -> dict:
-    """One solve, with the cell ascent at ``steps`` moves per start (None: the pricer never ascends cells)."""
-    original_steps, original_init = column_generation.CELL_ASCENT_STEPS, column_generation.Pricer.__init__
-
-    def without_cells(pricer, *args, **kwargs):
-        original_init(pricer, *args, **kwargs)
-        pricer.ascends_cells = False
-
-    if steps is None:
-        column_generation.Pricer.__init__ = without_cells
-    else:
+    """One solve, with the cell ascent at ``steps`` moves per start (None: without it, the default)."""
+    original_steps = column_generation.CELL_ASCENT_STEPS
+    if steps is not None:
         column_generation.CELL_ASCENT_STEPS = steps
     try:
         started = time.perf_counter()
-        result = flattest_interpolator(X, y, "relu", 2 * n, rounds=rounds, tol=0.01, seed=seed)
+        result = flattest_interpolator(
+            X, y, "relu", 2 * n, rounds=rounds, tol=0.01, seed=seed, cell_ascent=steps is not None
+        )
         seconds = time.perf_counter() - started
     finally:
-        column_generation.CELL_ASCENT_STEPS, column_generation.Pricer.__init__ = original_steps, original_init
+        column_generation.CELL_ASCENT_STEPS = original_steps
     return {
         "upsilon": result.upper,
         "rounds": result.rounds,

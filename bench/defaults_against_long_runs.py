@@ -3,17 +3,18 @@
     python bench/defaults_against_long_runs.py                   # d = 8, n = 64 and d = 6, n = 48, seeds 0-4
     python bench/defaults_against_long_runs.py --instances 8:64 --seeds 0 1
     python bench/defaults_against_long_runs.py --instances 4:16 4:32 --certified   # against a proof (d = 4)
+    python bench/defaults_against_long_runs.py --cell-ascent      # every run with cell_ascent=True
 
-For each instance d:n and seed: a noiseless single-index ReLU teacher (``single_index(d, "relu", seed)``,
-samples with seed + 1000), width m = 2n, and :func:`flatbook.flattest_interpolator`: with its defaults, as a
-long run (``rounds=80, stall_rounds=None, pricing_starts=256``), as a longer one (``rounds=400``, otherwise
-the same) and pooled (``POOLED_RESTARTS`` runs with the defaults from other seeds, then one with the defaults
-started from the union of their final dictionaries).  Nothing is proven in these dimensions (the proven
-lower bounds are closed forms, far below), so the references are the other runs' Υ: upper bounds on Υ*(m),
-not Υ*(m).  With ``--certified`` (dimensions where the cap branch-and-bound closes the gap), the reference is
-instead a run with pricing certified (``certify_up_to=d``, no tailing-off stop, ``CERTIFIED_LIMIT`` seconds)
-and its proven lower bound on Υ*(m): the defaults' excess over it is an upper bound on how far they end from
-the optimum.  Printed per row: Υ, rounds and stop of each run, and the defaults' excess, Υ / min(long, longer,
+For each instance d:n and seed: a noiseless single-index ReLU teacher (``single_index(d, "relu", seed)``, samples with
+seed + 1000), width m = 2n, and :func:`flatbook.flattest_interpolator`: with its defaults, as a long run (``rounds=80,
+stall_rounds=None, pricing_starts=256``), as a longer one (``rounds=400``, otherwise the same) and pooled
+(``POOLED_RESTARTS`` runs with the defaults from other seeds, then one with the defaults started from the union of their
+final dictionaries).  Nothing is proven in these dimensions (the proven lower bounds are closed forms, far below), so
+the references are the other runs' Υ: upper bounds on Υ*(m), not Υ*(m).  With ``--certified`` (dimensions where the cap
+branch-and-bound closes the gap), the reference is instead a run with pricing certified (``certify_up_to=d``, no
+tailing-off stop, ``CERTIFIED_LIMIT`` seconds) and its proven lower bound on Υ*(m): the defaults' excess over it is an
+upper bound on how far they end from the optimum.  With ``--cell-ascent`` every run (the certified one too) prices with
+``cell_ascent=True``.  Printed per row: Υ, rounds and stop of each run, and the defaults' excess, Υ / min(long, longer,
 pooled) − 1 (or Υ / the proven bound − 1).  One process, two threads.
 """
 
@@ -66,35 +67,45 @@ def _entry(result, started: float) -> dict:
     }
 
 
-def certified_point(d: int, n: int, seed: int) -> dict:
+def certified_point(d: int, n: int, seed: int, extra: dict) -> dict:
     """The defaults against a run with certified pricing: its proven lower bound is the reference."""
     X, y = single_index(d, link="relu", seed=seed).sample(n, seed=seed + 1000)
     row: dict = {"d": d, "n": n, "seed": seed}
     started = time.perf_counter()
-    row["defaults"] = _entry(flattest_interpolator(X, y, "relu", 2 * n, seed=seed), started)
+    row["defaults"] = _entry(flattest_interpolator(X, y, "relu", 2 * n, seed=seed, **extra), started)
     started = time.perf_counter()
     proof = flattest_interpolator(
-        X, y, "relu", 2 * n, seed=seed, certify_up_to=d, stall_rounds=None, rounds=10_000, time_limit=CERTIFIED_LIMIT
+        X,
+        y,
+        "relu",
+        2 * n,
+        seed=seed,
+        certify_up_to=d,
+        stall_rounds=None,
+        rounds=10_000,
+        time_limit=CERTIFIED_LIMIT,
+        **extra,
     )
     row["certified"] = _entry(proof, started) | {"lower": proof.lower}
     row["excess"] = row["defaults"]["upsilon"] / proof.lower - 1
     return row
 
 
-def point(d: int, n: int, seed: int) -> dict:
+def point(d: int, n: int, seed: int, extra: dict) -> dict:
     X, y = single_index(d, link="relu", seed=seed).sample(n, seed=seed + 1000)
     row: dict = {"d": d, "n": n, "seed": seed}
     for name, options in RUNS.items():
         started = time.perf_counter()
-        row[name] = _entry(flattest_interpolator(X, y, "relu", 2 * n, seed=seed, **options), started)
+        row[name] = _entry(flattest_interpolator(X, y, "relu", 2 * n, seed=seed, **options, **extra), started)
     # Pooled: the master over the union of several runs' final dictionaries is at least as flat as each of them
     # (a linear program over more columns), and column generation continues from it.
     started = time.perf_counter()
     restarts = [
-        flattest_interpolator(X, y, "relu", 2 * n, seed=seed + RESTART_SEED_STEP * j) for j in range(POOLED_RESTARTS)
+        flattest_interpolator(X, y, "relu", 2 * n, seed=seed + RESTART_SEED_STEP * j, **extra)
+        for j in range(POOLED_RESTARTS)
     ]
     union = torch.cat([result.columns for result in restarts])
-    pooled = flattest_interpolator(X, y, "relu", 2 * n, seed=seed, start_directions=union)
+    pooled = flattest_interpolator(X, y, "relu", 2 * n, seed=seed, start_directions=union, **extra)
     row["pooled"] = _entry(pooled, started)
     row["pooled"]["best_restart"] = min(result.upper for result in restarts)
     references = [row[name]["upsilon"] for name in ("long", "longer", "pooled")]
@@ -110,7 +121,9 @@ def main():
     parser.add_argument(
         "--certified", action="store_true", help="compare with a run whose pricing is certified (its proven bound)"
     )
+    parser.add_argument("--cell-ascent", action="store_true", help="every run with cell_ascent=True")
     args = parser.parse_args()
+    extra = {"cell_ascent": True} if args.cell_ascent else {}
     if args.certified:
         title, point_of, names = "defaults against a certified run", certified_point, ("defaults", "certified")
         columns = "certified run: Υ, rounds, stop | its proven lower bound"
@@ -123,7 +136,7 @@ def main():
     rows = []
     for d, n in args.instances:
         for seed in args.seeds:
-            row = point_of(d, n, seed)
+            row = point_of(d, n, seed, extra)
             rows.append(row)
             cells = " | ".join(
                 f"{row[name]['upsilon']:.4f}, {row[name]['rounds']}, {row[name]['stop']}" for name in names

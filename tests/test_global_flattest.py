@@ -919,6 +919,8 @@ def test_clear_errors():
         flattest_interpolator(X, y, "relu", 10, stall_rounds=0)
     with pytest.raises(FlatbookInputError, match="slide_steps must be a non-negative int"):
         flattest_interpolator(X, y, "relu", 10, slide_steps=-1)
+    with pytest.raises(FlatbookInputError, match="cell_ascent must be True or False"):
+        flattest_interpolator(X, y, "relu", 10, cell_ascent="yes")
     with pytest.raises(InfeasibleInterpolationError, match="at most 6"):
         flattest_interpolator(*data(3, 10, "quadratic")[1:], "quadratic", 10)
 
@@ -1343,12 +1345,14 @@ def test_progress_shows_a_bar_and_changes_nothing_else(capsys):
         ("relu", 4, 0.5, False),
     ],
 )
-def test_the_cell_ascent_prices_the_relu_family_above_three_dimensions_over_whole_subspheres(
+def test_the_cell_ascent_prices_the_relu_family_above_three_dimensions_over_whole_subspheres_when_asked(
     name, d, rho0, ascends, monkeypatch
 ):
-    """The cell-by-cell ascent runs in every pricing round of a ReLU-family solve without exact pricing over a
-    whole subsphere (the sphere, or ρ0 = 0), never with exact pricing (d ≤ 3), for other activations or on a
-    band (ρ0 > 0); it never ends below a start, and with ρ0 = 0 its directions stay orthogonal to the teacher."""
+    """With ``cell_ascent=True`` (never by default), the cell-by-cell ascent runs in every pricing round of a
+    ReLU-family solve without exact pricing over a whole subsphere (the sphere, or ρ0 = 0), never with exact pricing (d
+    ≤ 3), for other activations or on a band (ρ0 > 0); it never ends below a start, and with ρ0 = 0 its directions stay
+    orthogonal to the teacher."""
+
     teacher, X, y = data(d, 3 * d, name, noise=0.0)
     calls = []
     ascend_cells = column_generation.ascend_cells
@@ -1360,7 +1364,9 @@ def test_the_cell_ascent_prices_the_relu_family_above_three_dimensions_over_whol
 
     monkeypatch.setattr(column_generation, "ascend_cells", recorded)
     options = {} if rho0 is None else {"teacher": teacher.theta_star, "max_alignment": rho0}
-    result = flattest_interpolator(X, y, name, 6 * d, **options)
+    flattest_interpolator(X, y, name, 6 * d, **options)
+    assert not calls  # off by default
+    result = flattest_interpolator(X, y, name, 6 * d, cell_ascent=True, **options)
     assert (len(calls) > 0) == ascends
     if ascends:
         assert len(calls) >= result.rounds

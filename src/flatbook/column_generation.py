@@ -419,10 +419,10 @@ class Pricer:
     admissible directions and at spectral directions (the extreme eigenvectors of Σ_i λ_i x_i x_iᵀ in the
     admissible subspace).
 
-    For the ReLU family without exact pricing, over a whole subsphere, the ``CELL_ASCENT_STARTS`` best endpoints of
-    the ascent and as many of its random starts are then moved on cell by cell of the data's hyperplane arrangement
-    (:func:`~flatbook.pricing.ascend_cells`): gradient ascent stalls at the cells' boundaries, where G_λ's
-    maxima sit.
+    With ``cell_ascent``, for the ReLU family without exact pricing, over a whole subsphere, the ``CELL_ASCENT_STARTS``
+    best endpoints of the ascent and as many of its random starts are then moved on cell by cell of the data's
+    hyperplane arrangement (:func:`~flatbook.pricing.ascend_cells`): gradient ascent stalls at the cells' boundaries,
+    where G_λ's maxima sit.
 
     Effort ``level`` 0 uses ``starts`` random starts and at most ``starts`` atoms; :meth:`escalate` raises it:
     level 1 uses four times the random starts and every atom of the master; level 2 (only in the
@@ -438,6 +438,7 @@ class Pricer:
         generator: torch.Generator,
         *,
         certify_up_to: int = CERTIFY_UP_TO,
+        cell_ascent: bool = False,
         starts: int = 64,
         steps: int = 60,
         heuristic_new: int = 64,
@@ -455,9 +456,12 @@ class Pricer:
         elif self.mode == "branch-and-bound":
             self.branch_and_bound = CapBranchAndBound(X, activation, admissible)
         self.level = 0
-        #: the ReLU family where the arrangement is not enumerated, over a whole subsphere (a band's boundary is
-        #: no cell wall): the best ascent endpoints are moved on cell by cell (:func:`~flatbook.pricing.ascend_cells`)
-        self.ascends_cells = activation.piecewise_linear and self.exact is None and admissible.whole_subsphere
+        #: with ``cell_ascent``, the ReLU family where the arrangement is not enumerated, over a whole subsphere (a
+        #: band's boundary is no cell wall): the best ascent endpoints are moved on cell by cell
+        #: (:func:`~flatbook.pricing.ascend_cells`)
+        self.ascends_cells = (
+            cell_ascent and activation.piecewise_linear and self.exact is None and admissible.whole_subsphere
+        )
 
     @property
     def certifying(self) -> bool:
@@ -697,6 +701,7 @@ class ColumnGeneration:
         slide_steps: int,
         certify_up_to: int,
         inexact_master: bool,
+        cell_ascent: bool,
         max_caps: int,
         warm_masters: bool,
         stall_rounds: int | None,
@@ -722,6 +727,7 @@ class ColumnGeneration:
             admissible,
             self.generator,
             certify_up_to=certify_up_to,
+            cell_ascent=cell_ascent,
             starts=pricing_starts,
             steps=pricing_steps,
             rel_tol=tol / 2.0,
