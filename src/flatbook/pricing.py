@@ -34,7 +34,6 @@ This module gives the three ways to get at sup_u G_λ:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import clarabel
@@ -123,17 +122,19 @@ CELL_WALL_TOL = 1e-9
 
 
 def _cell_sides(Xr: np.ndarray, ur: np.ndarray) -> np.ndarray:
-    """Which samples are on the positive side of u (to 1e-9 relative; on a hyperplane counts as negative)."""
-    return Xr @ ur > 1e-9 * np.linalg.norm(Xr, axis=1) * np.linalg.norm(ur)
+    """Which samples are on the positive side of u (to ``CELL_WALL_TOL`` relative, as :func:`nudge_inactive`
+    tells a hyperplane; on one counts as negative)."""
+    return Xr @ ur > CELL_WALL_TOL * np.linalg.norm(Xr, axis=1) * np.linalg.norm(ur)
 
 
 def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
-    """A maximiser of G_λ over the cell of the data's hyperplane arrangement that contains ``u`` (the ReLU
-    family), moved onto the better side of the walls it reaches; None where no program of the cell solves.
+    """(direction, G_λ there): a maximiser of G_λ over the cell of the data's hyperplane arrangement that contains
+    ``u`` (the ReLU family), moved onto the better side of the walls it reaches; None where no program of the
+    cell solves.
 
-    The cell is C = {v : s_i⟨v, x_i⟩ > 0} with s_i the side of ⟨u, x_i⟩ (a sample on its hyperplane, to 1e-9
-    relative, counts as negative, where σ' is smaller).  On C, σ(⟨v, x_i⟩) = a_i⟨v, x_i⟩ with a_i the slope
-    of sample i's side, so (eq. ``eq-kappa``, c = p = 1) G_λ(v) = |gᵀv| / (2 (vᵀQv)^{1/2} T^{1/2}) with
+    The cell is C = {v : s_i⟨v, x_i⟩ > 0} with s_i the side of ⟨u, x_i⟩ (a sample on its hyperplane, to
+    ``CELL_WALL_TOL`` relative, counts as negative, where σ' is smaller).  On C, σ(⟨v, x_i⟩) = a_i⟨v, x_i⟩ with
+    a_i the slope of sample i's side, so (eq. ``eq-kappa``, c = p = 1) G_λ(v) = |gᵀv| / (2 (vᵀQv)^{1/2} T^{1/2}) with
     g = Σ_i a_i λ_i x_i, Q = (2/n) Σ_i a_i² x_i x_iᵀ and T = (2/n) Σ_i a_i² ‖x_i‖² constant on C.  The
     supremum of this expression over C's closure is that of a linear form over an ellipsoid's cone, taken for
     each sign of gᵀv (the plane gᵀv = 0 can cut C): min vᵀQv s.t. ±gᵀv = 1, s_i⟨v, x_i⟩ ≥ 0, two quadratic
@@ -153,12 +154,12 @@ def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
     settings = clarabel.DefaultSettings()
     settings.verbose = False
     settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = CELL_PROGRAM_TOL
-    best, best_value = None, -math.inf
+    # Clarabel: min ½vᵀPv s.t. Av + s = b, s in the cones: sign·gᵀv = 1 (zero cone), −s_i⟨v, x_i⟩ ≤ 0.
+    b = np.concatenate([[1.0], np.zeros(n)])
+    cones = [clarabel.ZeroConeT(1), clarabel.NonnegativeConeT(n)]
+    best = None
     for sign in (1.0, -1.0):
-        # Clarabel: min ½vᵀPv s.t. Av + s = b, s in the cones: sign·gᵀv = 1 (zero cone), −s_i⟨v, x_i⟩ ≤ 0.
         A = scipy.sparse.csc_matrix(np.vstack([sign * g[None, :], walls]))
-        b = np.concatenate([[1.0], np.zeros(n)])
-        cones = [clarabel.ZeroConeT(1), clarabel.NonnegativeConeT(n)]
         solution = clarabel.DefaultSolver(P, np.zeros(r), A, b, cones, settings).solve()
         found = np.asarray(solution.x)
         if str(solution.status) not in ("Solved", "AlmostSolved") or not np.all(np.isfinite(found)) or not found.any():
@@ -167,8 +168,8 @@ def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
         v = nudge_inactive((v if basis is None else basis @ v)[None], X, CELL_WALL_TOL, basis)[0]
         v = v / torch.linalg.vector_norm(v)
         value = float(dual_ratio(v[None], lam, X, activation)[0])
-        if value > best_value:
-            best, best_value = v, value
+        if best is None or value > best[1]:
+            best = (v, value)
     return best
 
 
@@ -193,23 +194,21 @@ def ascend_cells(
     U = starts / torch.linalg.vector_norm(starts, dim=1, keepdim=True)
     values = dual_ratio(U, lam, X, activation)
     Xr = (X if basis is None else X @ basis).cpu().numpy()
-    maximizers: dict[bytes, tuple[torch.Tensor | None, float]] = {}
+    maximizers: dict[bytes, tuple[torch.Tensor, float] | None] = {}
 
-    def maximizer_of_cell(u: torch.Tensor) -> tuple[torch.Tensor | None, float]:
+    def maximizer_of_cell(u: torch.Tensor) -> tuple[torch.Tensor, float] | None:
         cell = _cell_sides(Xr, (u if basis is None else basis.T @ u).cpu().numpy()).tobytes()
         if cell not in maximizers:
-            moved = cell_maximizer(lam, X, activation, u, basis)
-            value = -math.inf if moved is None else float(dual_ratio(moved[None], lam, X, activation)[0])
-            maximizers[cell] = (moved, value)
+            maximizers[cell] = cell_maximizer(lam, X, activation, u, basis)
         return maximizers[cell]
 
     out_u, out_v = [], []
     for u, value in zip(U, values.tolist(), strict=True):
         for _ in range(max_steps):
-            moved, moved_value = maximizer_of_cell(u)
-            if moved is None or moved_value <= value * (1.0 + 1e-12):
+            moved = maximizer_of_cell(u)
+            if moved is None or moved[1] <= value * (1.0 + 1e-12):
                 break
-            u, value = moved, moved_value
+            u, value = moved
         out_u.append(u)
         out_v.append(value)
     return torch.stack(out_u), torch.tensor(out_v, dtype=X.dtype, device=X.device)
