@@ -36,9 +36,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import clarabel
 import numpy as np
-import scipy.sparse
+import scipy.linalg
+import scipy.optimize
 import torch
 
 from .activations import HomogeneousActivation, LeakyReLU, get_activation
@@ -113,12 +113,13 @@ def maximize_dual_ratio(
     return U.detach(), values.detach()
 
 
-#: the tolerances (gap and feasibility) the cell's quadratic programs are solved to: below ``CELL_WALL_TOL``, so that
-#: a wall the solution lies on is within that of it
-CELL_PROGRAM_TOL = 1e-12
 #: relative distance to a hyperplane below which the cell maximiser counts as lying on it and is moved to its
 #: negative side (by this much: the near-copies it makes of one direction stay close)
 CELL_WALL_TOL = 1e-9
+#: the ridge δ added to a singular cell's quadratic form (the ReLU on a cell where fewer samples than dimensions are
+#: positive), relative to its largest eigenvalue: its factor R is then conditioned to δ^{-1/2}, and the walls the
+#: solution reaches are met to round-off times that
+CELL_RIDGE = 1e-10
 
 
 def _cell_sides(Xr: np.ndarray, ur: np.ndarray) -> np.ndarray:
@@ -127,21 +128,46 @@ def _cell_sides(Xr: np.ndarray, ur: np.ndarray) -> np.ndarray:
     return Xr @ ur > CELL_WALL_TOL * np.linalg.norm(Xr, axis=1) * np.linalg.norm(ur)
 
 
+def least_distance(G: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(w, active): the least-norm point of {w : Gw ≥ h} and which of its constraints are active there (to hold
+    with equality); None where that set is empty (to round-off) or the active-set iterations run out (3 per row
+    of G).
+
+    Lawson & Hanson (1974, ch. 23): with u ≥ 0 the non-negative least-squares solution of
+    [Gᵀ; hᵀ] u ≈ e_{r+1} and ρ its residual, the set is empty iff ρ = 0, and otherwise
+    w = −ρ_{1:r} / ρ_{r+1}, with u ∝ the multipliers of the constraints (positive on active ones only).
+    An active-set method: finite, exact up to round-off.
+    """
+    r = G.shape[1]
+    E = np.vstack([G.T, h[None, :]])
+    target = np.zeros(r + 1)
+    target[-1] = 1.0
+    try:
+        u, _ = scipy.optimize.nnls(E, target)
+    except RuntimeError:  # "Maximum number of iterations reached"
+        return None
+    residual = E @ u - target
+    if not -residual[-1] > 1e-12 or not np.all(np.isfinite(residual)):
+        return None
+    return -residual[:-1] / residual[-1], u > 0
+
+
 def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
     """(direction, G_λ there): a maximiser of G_λ over the cell of the data's hyperplane arrangement that contains
-    ``u`` (the ReLU family), moved onto the better side of the walls it reaches; None where no program of the
-    cell solves.
+    ``u`` (the ReLU family), moved onto the better side of the walls it reaches; None where neither sign's
+    program is feasible.
 
     The cell is C = {v : s_i⟨v, x_i⟩ > 0} with s_i the side of ⟨u, x_i⟩ (a sample on its hyperplane, to
     ``CELL_WALL_TOL`` relative, counts as negative, where σ' is smaller).  On C, σ(⟨v, x_i⟩) = a_i⟨v, x_i⟩ with
     a_i the slope of sample i's side, so (eq. ``eq-kappa``, c = p = 1) G_λ(v) = |gᵀv| / (2 (vᵀQv)^{1/2} T^{1/2}) with
     g = Σ_i a_i λ_i x_i, Q = (2/n) Σ_i a_i² x_i x_iᵀ and T = (2/n) Σ_i a_i² ‖x_i‖² constant on C.  The
     supremum of this expression over C's closure is that of a linear form over an ellipsoid's cone, taken for
-    each sign of gᵀv (the plane gᵀv = 0 can cut C): min vᵀQv s.t. ±gᵀv = 1, s_i⟨v, x_i⟩ ≥ 0, two quadratic
-    programs (Clarabel, to ``CELL_PROGRAM_TOL``).  Their solutions, moved off the hyperplanes they lie on (to
-    ``CELL_WALL_TOL``) to the negative side, where T is smaller and G_λ at least as large
-    (:func:`nudge_inactive`), are valued by :func:`dual_ratio`; the better is returned (a unit vector; in
-    span(``basis``), d × r orthonormal, if given).
+    each sign of gᵀv (the plane gᵀv = 0 can cut C): min vᵀQv s.t. ±gᵀv ≥ 1, s_i⟨v, x_i⟩ ≥ 0.  With Q = RᵀR
+    (plus a ridge where Q is singular: ``CELL_RIDGE``) and w = Rv it is a least-distance program
+    (:func:`least_distance`).  Its solutions, projected onto the walls the program holds them on (round-off,
+    times R's condition, leaves them near those), then moved off them (to ``CELL_WALL_TOL``) to their negative
+    side, where T is smaller and G_λ at least as large (:func:`nudge_inactive`), are valued by
+    :func:`dual_ratio`; the better is returned (a unit vector; in span(``basis``), d × r orthonormal, if given).
     """
     n = X.shape[0]
     Xr = (X if basis is None else X @ basis).cpu().numpy()
@@ -149,20 +175,26 @@ def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
     slopes = np.where(positive, 1.0, activation.negative_slope)
     g = Xr.T @ (lam.cpu().numpy() * slopes)
     r = Xr.shape[1]
-    P = scipy.sparse.csc_matrix(np.triu(4.0 / n * (Xr * (slopes**2)[:, None]).T @ Xr))  # 2Q
-    walls = -np.where(positive, 1.0, -1.0)[:, None] * Xr
-    settings = clarabel.DefaultSettings()
-    settings.verbose = False
-    settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = CELL_PROGRAM_TOL
-    # Clarabel: min ½vᵀPv s.t. Av + s = b, s in the cones: sign·gᵀv = 1 (zero cone), −s_i⟨v, x_i⟩ ≤ 0.
-    b = np.concatenate([[1.0], np.zeros(n)])
-    cones = [clarabel.ZeroConeT(1), clarabel.NonnegativeConeT(n)]
+    B = np.sqrt(2.0 / n) * slopes[:, None] * Xr  # vᵀQv = ‖Bv‖²
+    R = np.linalg.qr(B, mode="r")
+    singular_values = np.linalg.svd(R, compute_uv=False)
+    if not singular_values[-1] > np.sqrt(CELL_RIDGE) * singular_values[0]:
+        ridge = np.sqrt(CELL_RIDGE) * max(singular_values[0], np.finfo(float).tiny)
+        R = np.linalg.qr(np.vstack([B, ridge * np.eye(r)]), mode="r")
+    walls = np.where(positive, 1.0, -1.0)[:, None] * Xr / np.linalg.norm(Xr, axis=1, keepdims=True)
+    h = np.concatenate([[1.0], np.zeros(n)])
     best = None
     for sign in (1.0, -1.0):
-        A = scipy.sparse.csc_matrix(np.vstack([sign * g[None, :], walls]))
-        solution = clarabel.DefaultSolver(P, np.zeros(r), A, b, cones, settings).solve()
-        found = np.asarray(solution.x)
-        if str(solution.status) not in ("Solved", "AlmostSolved") or not np.all(np.isfinite(found)) or not found.any():
+        rows = np.vstack([sign * g[None, :] / max(np.linalg.norm(g), np.finfo(float).tiny), walls])
+        # the rows act on v = R⁻¹w: G_w = G_v R⁻¹, i.e. G_wᵀ = R⁻ᵀ G_vᵀ
+        solved = least_distance(scipy.linalg.solve_triangular(R, rows.T, trans="T").T, h)
+        if solved is None:
+            continue
+        found = scipy.linalg.solve_triangular(R, solved[0])
+        on = Xr[solved[1][1:]]
+        if on.shape[0]:
+            found = found - np.linalg.lstsq(on, on @ found, rcond=None)[0]
+        if not np.linalg.norm(found) > 0:
             continue
         v = torch.as_tensor(found / np.linalg.norm(found), dtype=X.dtype, device=X.device)
         v = nudge_inactive((v if basis is None else basis @ v)[None], X, CELL_WALL_TOL, basis)[0]
@@ -525,6 +557,7 @@ __all__ = [
     "dual_ratio",
     "maximize_dual_ratio",
     "cell_maximizer",
+    "least_distance",
     "ascend_cells",
     "dual_ratio_bound",
     "quadratic_dual_ratio_bound",
