@@ -355,6 +355,20 @@ def test_cell_maximizer_in_three_dimensions_beats_every_sample_of_its_cell_and_n
         assert value <= sup * (1 + 1e-9)
 
 
+def test_a_cell_where_every_sample_is_on_the_negative_side_has_no_relu_maximiser():
+    """There σ vanishes for the ReLU (G_λ = 0 on the whole cell): no maximiser, and an ascent started there stays put
+    at 0; the leaky ReLU's σ does not vanish, so its cell has one."""
+    X, lam = instance(n=12, d=4, seed=11)
+    X[:, 0] = X[:, 0].abs() + 0.1
+    u = -torch.eye(4, dtype=torch.float64)[0]
+    relu, leaky = PIECEWISE_LINEAR
+    assert cell_maximizer(lam, X, relu, u) is None
+    U, values = ascend_cells(lam, X, relu, u[None])
+    assert torch.equal(U[0], u) and float(values[0]) == 0.0
+    best = cell_maximizer(lam, X, leaky, u)
+    assert best is not None and best[1] >= float(dual_ratio(u[None], lam, X, leaky)[0])
+
+
 @pytest.mark.parametrize("activation", PIECEWISE_LINEAR, ids=str)
 def test_ascending_from_every_arc_reaches_the_supremum_of_a_fine_circle(activation):
     """Started once inside every cell of a 2-d arrangement, the cell ascent's best value is the supremum: at least

@@ -133,7 +133,7 @@ def least_distance(G: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray
     with equality); None where that set is empty (to round-off) or the active-set iterations run out (3 per row
     of G).
 
-    Lawson & Hanson (1974, ch. 23): with u ≥ 0 the non-negative least-squares solution of
+    Lawson & Hanson (1995, ch. 23): with u ≥ 0 the non-negative least-squares solution of
     [Gᵀ; hᵀ] u ≈ e_{r+1} and ρ its residual, the set is empty iff ρ = 0, and otherwise
     w = −ρ_{1:r} / ρ_{r+1}, with u ∝ the multipliers of the constraints (positive on active ones only).
     An active-set method: finite, exact up to round-off.
@@ -155,7 +155,7 @@ def least_distance(G: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray
 def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
     """(direction, G_λ there): a maximiser of G_λ over the cell of the data's hyperplane arrangement that contains
     ``u`` (the ReLU family), moved onto the better side of the walls it reaches; None where neither sign's
-    program is feasible.
+    program is feasible, or where σ vanishes on the cell (the ReLU, every sample on its negative side: G_λ = 0).
 
     The cell is C = {v : s_i⟨v, x_i⟩ > 0} with s_i the side of ⟨u, x_i⟩ (a sample on its hyperplane, to
     ``CELL_WALL_TOL`` relative, counts as negative, where σ' is smaller).  On C, σ(⟨v, x_i⟩) = a_i⟨v, x_i⟩ with
@@ -178,8 +178,10 @@ def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
     B = np.sqrt(2.0 / n) * slopes[:, None] * Xr  # vᵀQv = ‖Bv‖²
     R = np.linalg.qr(B, mode="r")
     singular_values = np.linalg.svd(R, compute_uv=False)
+    if not singular_values[0] > 0:
+        return None
     if not singular_values[-1] > np.sqrt(CELL_RIDGE) * singular_values[0]:
-        ridge = np.sqrt(CELL_RIDGE) * max(singular_values[0], np.finfo(float).tiny)
+        ridge = np.sqrt(CELL_RIDGE) * singular_values[0]
         R = np.linalg.qr(np.vstack([B, ridge * np.eye(r)]), mode="r")
     walls = np.where(positive, 1.0, -1.0)[:, None] * Xr / np.linalg.norm(Xr, axis=1, keepdims=True)
     h = np.concatenate([[1.0], np.zeros(n)])
