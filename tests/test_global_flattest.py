@@ -1345,10 +1345,10 @@ def test_progress_shows_a_bar_and_changes_nothing_else(capsys):
         ("relu", 4, 0.5, False),
     ],
 )
-def test_the_cell_ascent_prices_the_relu_family_above_three_dimensions_over_whole_subspheres_when_asked(
+def test_the_cell_ascent_prices_the_relu_family_above_three_dimensions_over_whole_subspheres(
     name, d, rho0, ascends, monkeypatch
 ):
-    """With ``cell_ascent=True`` (never by default), the cell-by-cell ascent runs in every pricing round of a
+    """By default (never with ``cell_ascent=False``), the cell-by-cell ascent runs in every pricing round of a
     ReLU-family solve without exact pricing over a whole subsphere (the sphere, or ρ0 = 0), never with exact pricing (d
     ≤ 3), for other activations or on a band (ρ0 > 0); it never ends below a start, and with ρ0 = 0 its directions stay
     orthogonal to the teacher."""
@@ -1364,9 +1364,9 @@ def test_the_cell_ascent_prices_the_relu_family_above_three_dimensions_over_whol
 
     monkeypatch.setattr(column_generation, "ascend_cells", recorded)
     options = {} if rho0 is None else {"teacher": teacher.theta_star, "max_alignment": rho0}
-    flattest_interpolator(X, y, name, 6 * d, **options)
-    assert not calls  # off by default
-    result = flattest_interpolator(X, y, name, 6 * d, cell_ascent=True, **options)
+    flattest_interpolator(X, y, name, 6 * d, cell_ascent=False, **options)
+    assert not calls
+    result = flattest_interpolator(X, y, name, 6 * d, **options)
     assert (len(calls) > 0) == ascends
     if ascends:
         assert len(calls) >= result.rounds

@@ -84,11 +84,10 @@ MASTER_RESTART_FACTOR = 10.0
 #: the caps needed to close a gap grow steeply with it
 CERTIFY_UP_TO = 3
 #: moves of the pricing's cell-by-cell ascent from each start (:func:`~flatbook.pricing.ascend_cells`), and how
-#: many of the gradient ascent's best endpoints, and of its random starts, it starts from: its quadratic programs
-#: have n constraints and cost most of a round at n = 100 to 500 with more (bench/README.md, "What the cell
-#: ascent costs")
-CELL_ASCENT_STEPS = 2
-CELL_ASCENT_STARTS = 16
+#: many of the gradient ascent's best endpoints, and of its random starts, it starts from (bench/README.md, "Why
+#: the solver's defaults")
+CELL_ASCENT_STEPS = 4
+CELL_ASCENT_STARTS = 64
 #: the default number of caps the cap branch-and-bound may bound in one pricing round
 MAX_CAPS = 500_000
 #: a master with at least this many feature entries (n × columns) whose vertex the dual does not identify is
@@ -419,10 +418,10 @@ class Pricer:
     admissible directions and at spectral directions (the extreme eigenvectors of Σ_i λ_i x_i x_iᵀ in the
     admissible subspace).
 
-    With ``cell_ascent``, for the ReLU family without exact pricing, over a whole subsphere, the ``CELL_ASCENT_STARTS``
-    best endpoints of the ascent and as many of its random starts are then moved on cell by cell of the data's
-    hyperplane arrangement (:func:`~flatbook.pricing.ascend_cells`): gradient ascent stalls at the cells' boundaries,
-    where G_λ's maxima sit.
+    With ``cell_ascent`` (the default), for the ReLU family without exact pricing, over a whole subsphere, the
+    ``CELL_ASCENT_STARTS`` best endpoints of the ascent and as many of its random starts are then moved on cell by
+    cell of the data's hyperplane arrangement (:func:`~flatbook.pricing.ascend_cells`): gradient ascent stalls at the
+    cells' boundaries, where G_λ's maxima sit.
 
     Effort ``level`` 0 uses ``starts`` random starts and at most ``starts`` atoms; :meth:`escalate` raises it:
     level 1 uses four times the random starts and every atom of the master; level 2 (only in the
@@ -438,7 +437,7 @@ class Pricer:
         generator: torch.Generator,
         *,
         certify_up_to: int = CERTIFY_UP_TO,
-        cell_ascent: bool = False,
+        cell_ascent: bool = True,
         starts: int = 64,
         steps: int = 60,
         heuristic_new: int = 64,

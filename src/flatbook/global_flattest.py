@@ -226,7 +226,7 @@ def flattest_interpolator(
     slide_steps: int = 20,
     certify_up_to: int = CERTIFY_UP_TO,
     max_caps: int = MAX_CAPS,
-    cell_ascent: bool = False,
+    cell_ascent: bool = True,
     inexact_master: bool = True,
     warm_masters: bool = False,
     stall_rounds: int | None = 5,
@@ -250,13 +250,13 @@ def flattest_interpolator(
     arrangement, or by cap branch-and-bound for the ReLU family and the quadratic (on a ρ0-band, or above
     dimension 3, where its cost grows steeply; at most ``max_caps`` caps a round, default ``MAX_CAPS`` =
     500 000: a search that runs out proves a weaker bound); elsewhere it is a
-    multi-start ascent (``pricing_starts`` random starts, ``pricing_steps`` steps; with ``cell_ascent``, for the
-    ReLU family over a whole subsphere, then a cell-by-cell ascent, :func:`~flatbook.pricing.ascend_cells`:
-    flatter in d = 6 and 8 on some instances, at several times the cost per round where n is large) and
-    the proven bound is a closed form.  A heuristic stop (the largest ratio found within ``tol`` of the
-    master, no new column, or ``stall_rounds`` rounds without progress by ``tol``; ``None``: never) is taken
-    only after the pricing has been escalated to its most thorough level and that found nothing either;
-    the result's ``stop`` says which, and ``certified`` is computed from proven numbers only.
+    multi-start ascent (``pricing_starts`` random starts, ``pricing_steps`` steps; for the ReLU family over a
+    whole subsphere, then, unless ``cell_ascent=False``, a cell-by-cell ascent from the best endpoints and from
+    random starts, :func:`~flatbook.pricing.ascend_cells`, which finds the maxima that gradient ascent misses at
+    the cells' walls) and the proven bound is a closed form.  A heuristic stop (the largest ratio found within
+    ``tol`` of the master, no new column, or ``stall_rounds`` rounds without progress by ``tol``; ``None``: never)
+    is taken only after the pricing has been escalated to its most thorough level and that found nothing
+    either; the result's ``stop`` says which, and ``certified`` is computed from proven numbers only.
 
     Each round also polishes the master's atoms into at most 4 (:func:`~flatbook.atom_polish.polish_atoms`)
     and adds them as columns when they interpolate at least as flat as the master (the ReLU family only
