@@ -1,33 +1,31 @@
-"""What the cell-by-cell ascent costs and gives: the global solver with it (``cell_ascent=True``) and without.
+"""What the cell-by-cell ascent costs and gives: the global solver with it (its default) and without.
 
     python bench/cell_ascent_cost.py                               # d:n = 6:48, 8:64, 20:100, 20:500; seed 0
     python bench/cell_ascent_cost.py --instances 20:500 --rounds 10 --steps 2 20
 
 For each instance d:n, a single-index ReLU teacher with label noise 0.3 (``single_index(d, "relu", noise_std=0.3,
 seed)``, samples with seed + 1), width m = 2n, and :func:`flatbook.flattest_interpolator` with ``rounds`` rounds
-(``tol=0.01``): with ``cell_ascent=True`` (:func:`flatbook.pricing.ascend_cells`) at each ``--steps`` moves per start
-(``column_generation.CELL_ASCENT_STEPS`` is the solver's), and the peer, the same solver with its default, no cell
-ascent (gradient ascent only), in the same process after one warm-up solve, the order of the two alternating from row to
-row.  Printed per row: Υ, rounds, stop and seconds per round of each, the ratio of seconds per round against the peer,
-and of Υ.  One process; run it alone.  The cell ascent runs only without exact pricing, so every instance needs d > 3.
-"""
+(``tol=0.01``): with the cell ascent (:func:`flatbook.pricing.ascend_cells`) at each ``--steps`` moves per start
+(``column_generation.CELL_ASCENT_STEPS`` is the solver's default), and the peer, the same solver with
+``cell_ascent=False`` (gradient ascent only), in the same process after one warm-up solve, the order of the two
+alternating from row to row. Printed per row: Υ, rounds, stop and seconds per round of each, the ratio of seconds per
+round against the peer, and of Υ. One process; run it alone. The cell ascent runs only without exact pricing, so every
+instance needs d > 3."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
-from defaults_against_long_runs import instance
-
 import flatbook.column_generation as column_generation
 from flatbook import flattest_interpolator
 from flatbook.data import single_index
 
-from common import header
+from common import header, instance
 
 
 def solve(X, y, n: int, rounds: int, seed: int, steps: int | None) -> dict:
-    """One solve, with the cell ascent at ``steps`` moves per start (None: without it, the default)."""
+    """One solve, with the cell ascent at ``steps`` moves per start (None: without it)."""
     original_steps = column_generation.CELL_ASCENT_STEPS
     if steps is not None:
         column_generation.CELL_ASCENT_STEPS = steps

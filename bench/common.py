@@ -1,7 +1,8 @@
-"""What both benchmarks share: a timer and the header that says where the numbers come from."""
+"""What the benchmarks share: a timer, the header that says where the numbers come from, and the d:n argument."""
 
 from __future__ import annotations
 
+import argparse
 import math
 import platform
 import time
@@ -30,6 +31,17 @@ def fastest(fn, *args, repeats: int = 5, budget: float = math.inf):
         seconds = timed(fn, *args)[1]
         best, spent = min(best, seconds), spent + seconds
     return value, best
+
+
+def instance(text: str) -> tuple[int, int]:
+    """A command-line instance 'd:n' as two ints, d ≥ 2 and n ≥ 1 (an argparse type)."""
+    try:
+        d, n = (int(part) for part in text.split(":"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"an instance is d:n, e.g. 8:64, got {text!r}") from exc
+    if d < 2 or n < 1:
+        raise argparse.ArgumentTypeError(f"need d >= 2 and n >= 1, got {text!r}")
+    return d, n
 
 
 def header(extra: str = "") -> str:

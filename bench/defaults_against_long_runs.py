@@ -3,19 +3,22 @@
     python bench/defaults_against_long_runs.py                   # d = 8, n = 64 and d = 6, n = 48, seeds 0-4
     python bench/defaults_against_long_runs.py --instances 8:64 --seeds 0 1
     python bench/defaults_against_long_runs.py --instances 4:16 4:32 --certified   # against a proof (d = 4)
-    python bench/defaults_against_long_runs.py --cell-ascent      # every run with cell_ascent=True
+    python bench/defaults_against_long_runs.py --no-cell-ascent   # every run with cell_ascent=False
+    python bench/defaults_against_long_runs.py --cell-settings off 16:2 64:4   # the defaults' Υ per cell-ascent setting
 
 For each instance d:n and seed: a noiseless single-index ReLU teacher (``single_index(d, "relu", seed)``, samples with
 seed + 1000), width m = 2n, and :func:`flatbook.flattest_interpolator`: with its defaults, as a long run (``rounds=80,
 stall_rounds=None, pricing_starts=256``), as a longer one (``rounds=400``, otherwise the same) and pooled
 (``POOLED_RESTARTS`` runs with the defaults from other seeds, then one with the defaults started from the union of their
-final dictionaries).  Nothing is proven in these dimensions (the proven lower bounds are closed forms, far below), so
-the references are the other runs' Υ: upper bounds on Υ*(m), not Υ*(m).  With ``--certified`` (dimensions where the cap
+final dictionaries). Nothing is proven in these dimensions (the proven lower bounds are closed forms, far below), so the
+references are the other runs' Υ: upper bounds on Υ*(m), not Υ*(m). With ``--certified`` (dimensions where the cap
 branch-and-bound closes the gap), the reference is instead a run with pricing certified (``certify_up_to=d``, no
 tailing-off stop, ``CERTIFIED_LIMIT`` seconds) and its proven lower bound on Υ*(m): the defaults' excess over it is an
-upper bound on how far they end from the optimum.  With ``--cell-ascent`` every run (the certified one too) prices with
-``cell_ascent=True``.  Printed per row: Υ, rounds and stop of each run, and the defaults' excess, Υ / min(long, longer,
-pooled) − 1 (or Υ / the proven bound − 1).  One process, two threads.
+upper bound on how far they end from the optimum. With ``--no-cell-ascent`` every run (the certified one too) prices
+with ``cell_ascent=False`` (gradient ascent alone). With ``--cell-settings`` only the defaults run, once per setting
+of the cell ascent (``off``, or STARTS:MOVES for ``column_generation.CELL_ASCENT_STARTS`` and ``CELL_ASCENT_STEPS``),
+and each run's Υ, rounds, stop and seconds are printed. Otherwise, printed per row: Υ, rounds and stop of each run, and
+the defaults' excess, Υ / min(long, longer, pooled) − 1 (or Υ / the proven bound − 1). One process, two threads.
 """
 
 from __future__ import annotations
@@ -27,27 +30,17 @@ from pathlib import Path
 
 import torch
 
+import flatbook.column_generation as column_generation
 from flatbook import flattest_interpolator
 from flatbook.data import single_index
 
-from common import header
+from common import header, instance
 
 RUNS = {
     "defaults": {},
     "long": {"rounds": 80, "stall_rounds": None, "pricing_starts": 256},
     "longer": {"rounds": 400, "stall_rounds": None, "pricing_starts": 256},
 }
-
-
-def instance(text: str) -> tuple[int, int]:
-    """'d:n' as two ints, d ≥ 2 and n ≥ 1."""
-    try:
-        d, n = (int(part) for part in text.split(":"))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"an instance is d:n, e.g. 8:64, got {text!r}") from exc
-    if d < 2 or n < 1:
-        raise argparse.ArgumentTypeError(f"need d >= 2 and n >= 1, got {text!r}")
-    return d, n
 
 
 #: seconds the certified reference may run (no tailing-off stop: it ends on a proof, or here)
@@ -113,6 +106,38 @@ def point(d: int, n: int, seed: int, extra: dict) -> dict:
     return row
 
 
+def cell_setting(text: str) -> tuple[int, int] | None:
+    """'off' (None) or 'STARTS:MOVES' (an argparse type)."""
+    if text == "off":
+        return None
+    try:
+        starts, moves = (int(part) for part in text.split(":"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"a cell-ascent setting is off or STARTS:MOVES, e.g. 64:4, got {text!r}"
+        ) from exc
+    if starts < 1 or moves < 1:
+        raise argparse.ArgumentTypeError(f"need STARTS >= 1 and MOVES >= 1, got {text!r}")
+    return starts, moves
+
+
+def settings_point(d: int, n: int, seed: int, settings: list[tuple[int, int] | None]) -> dict:
+    """The defaults once per cell-ascent setting (None: off)."""
+    X, y = single_index(d, link="relu", seed=seed).sample(n, seed=seed + 1000)
+    row: dict = {"d": d, "n": n, "seed": seed}
+    original = column_generation.CELL_ASCENT_STARTS, column_generation.CELL_ASCENT_STEPS
+    for setting in settings:
+        if setting is not None:
+            column_generation.CELL_ASCENT_STARTS, column_generation.CELL_ASCENT_STEPS = setting
+        try:
+            started = time.perf_counter()
+            result = flattest_interpolator(X, y, "relu", 2 * n, seed=seed, cell_ascent=setting is not None)
+            row["off" if setting is None else f"{setting[0]}:{setting[1]}"] = _entry(result, started)
+        finally:
+            column_generation.CELL_ASCENT_STARTS, column_generation.CELL_ASCENT_STEPS = original
+    return row
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", type=instance, nargs="+", default=[(8, 64), (6, 48)], help="d:n pairs")
@@ -121,9 +146,31 @@ def main():
     parser.add_argument(
         "--certified", action="store_true", help="compare with a run whose pricing is certified (its proven bound)"
     )
-    parser.add_argument("--cell-ascent", action="store_true", help="every run with cell_ascent=True")
+    parser.add_argument("--no-cell-ascent", action="store_true", help="every run with cell_ascent=False")
+    parser.add_argument(
+        "--cell-settings", type=cell_setting, nargs="+", help="only the defaults, per cell-ascent setting (off, S:M)"
+    )
     args = parser.parse_args()
-    extra = {"cell_ascent": True} if args.cell_ascent else {}
+    extra = {"cell_ascent": False} if args.no_cell_ascent else {}
+    if args.cell_settings:
+        names = ["off" if s is None else f"{s[0]}:{s[1]}" for s in args.cell_settings]
+        print(header("noiseless single-index ReLU, m = 2n, the defaults per cell-ascent setting (starts:moves)"))
+        print(f"| d | n | seed | {' | '.join(names)} |")
+        print("|---" * (len(names) + 3) + "|")
+        rows = []
+        for d, n in args.instances:
+            for seed in args.seeds:
+                row = settings_point(d, n, seed, args.cell_settings)
+                rows.append(row)
+                cells = " | ".join(
+                    f"{row[name]['upsilon']:.4f}, {row[name]['rounds']}, {row[name]['stop']}, "
+                    f"{row[name]['seconds']:.1f} s"
+                    for name in names
+                )
+                print(f"| {d} | {n} | {seed} | {cells} |", flush=True)
+        if args.out:
+            args.out.write_text(json.dumps(rows, indent=1))
+        return
     if args.certified:
         title, point_of, names = "defaults against a certified run", certified_point, ("defaults", "certified")
         columns = "certified run: Υ, rounds, stop | its proven lower bound"
