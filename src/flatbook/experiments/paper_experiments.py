@@ -28,7 +28,6 @@ from scipy.stats import spearmanr
 from .. import flattest_outer_weights, get_activation
 from ..data import multi_index_product, population_loss, single_index, sum_of_single_index
 from ..errors import FlatbookInputError, InfeasibleInterpolationError
-from ..flattest import feature_matrix
 from ..global_flattest import flattest_interpolator
 from ..interpolators import directions_with_alignment
 from ..network import TwoLayerNet
@@ -161,8 +160,9 @@ def _point(config: Config, setting: str, seed: int, kind: str = "grid") -> list[
         try:
             solution = flattest_outer_weights(directions, X, y, activation)
         except InfeasibleInterpolationError:  # Φ numerically rank deficient: no interpolator to compare
-            singular = torch.linalg.svdvals(feature_matrix(directions, X, activation))
-            row["condition_number"] = float(singular[0] / singular[-1])
+            # σ_max/σ_min above 1/RANK_TOL, where the solver refuses Φ; computed, σ_min carries about ε·σ_max of
+            # round-off, so near 1/ε the ratio has no digits (thread counts disagree on it): recorded as infinite
+            row["condition_number"] = float("inf")
             row.update(interpolable=False, upsilon=float("nan"), population_loss=float("nan"))
         else:  # the solver's rank check has the condition number (from the eigenvalues of Φ Φᵀ)
             row["condition_number"] = solution.condition_number
