@@ -355,6 +355,28 @@ def test_cell_maximizer_in_three_dimensions_beats_every_sample_of_its_cell_and_n
         assert value <= sup * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("activation", PIECEWISE_LINEAR, ids=str)
+def test_the_cell_maximiser_stays_in_the_closure_of_the_start_s_cell_among_many_far_walls(activation):
+    """d = 6, n = 300: the program starts from the 24 walls nearest the start and must add every wall its solution
+    crosses.  The maximiser keeps each sample's side, except samples on their hyperplane there (within 2e-9 relative:
+    those it moves to the negative side); and it is at least as large as every sample of the cell (5·10^4 directions
+    near the start, kept where the sign pattern is the start's)."""
+    X, lam = instance(n=300, d=6, seed=12)
+    gen = torch.Generator().manual_seed(13)
+    norms = X.norm(dim=1)
+    for u in torch.randn(4, 6, generator=gen, dtype=torch.float64):
+        u = u / u.norm()
+        best, value = cell_maximizer(lam, X, activation, u)
+        start_sides, sides = X @ u > 0, X @ best > 0
+        on_wall = (X @ best).abs() <= 2e-9 * norms
+        assert bool(((sides == start_sides) | on_wall).all())
+        steps = torch.rand(50_000, 1, generator=gen, dtype=torch.float64) * 0.05
+        samples = u + steps * torch.randn(50_000, 6, generator=gen, dtype=torch.float64)
+        samples = samples[((samples @ X.T > 0) == start_sides[None, :]).all(1)]
+        assert samples.shape[0] > 100
+        assert float(dual_ratio(samples, lam, X, activation).max()) <= value * (1 + 1e-9)
+
+
 def test_a_cell_where_every_sample_is_on_the_negative_side_has_no_relu_maximiser():
     """There σ vanishes for the ReLU (G_λ = 0 on the whole cell): no maximiser, and an ascent started there stays put
     at 0; the leaky ReLU's σ does not vanish, so its cell has one."""

@@ -120,6 +120,9 @@ CELL_WALL_TOL = 1e-9
 #: positive), relative to its largest eigenvalue: its factor R is then conditioned to δ^{-1/2}, and the walls the
 #: solution reaches are met to round-off times that
 CELL_RIDGE = 1e-10
+#: the cell maximiser's program starts from this many walls per dimension, those nearest the start, and adds the
+#: walls its solution violates until it violates none (most of the n walls are far and never bind)
+CELL_WORKING_WALLS = 4
 
 
 def _cell_sides(Xr: np.ndarray, ur: np.ndarray) -> np.ndarray:
@@ -164,14 +167,17 @@ def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
     supremum of this expression over C's closure is that of a linear form over an ellipsoid's cone, taken for
     each sign of gᵀv (the plane gᵀv = 0 can cut C): min vᵀQv s.t. ±gᵀv ≥ 1, s_i⟨v, x_i⟩ ≥ 0.  With Q = RᵀR
     (plus a ridge where Q is singular: ``CELL_RIDGE``) and w = Rv it is a least-distance program
-    (:func:`least_distance`).  Its solutions, projected onto the walls the program holds them on (round-off,
-    times R's condition, leaves them near those), then moved off them (to ``CELL_WALL_TOL``) to their negative
-    side, where T is smaller and G_λ at least as large (:func:`nudge_inactive`), are valued by
+    (:func:`least_distance`), solved over a working set of walls (``CELL_WORKING_WALLS`` per dimension, nearest
+    ``u`` first) that grows by the walls its solution violates (by more than ``CELL_WALL_TOL``): a relaxation
+    whose solution meets every wall is the program's.  Its solutions, projected onto the walls the program holds
+    them on (round-off, times R's condition, leaves them near those), then moved off them (to ``CELL_WALL_TOL``)
+    to their negative side, where T is smaller and G_λ at least as large (:func:`nudge_inactive`), are valued by
     :func:`dual_ratio`; the better is returned (a unit vector; in span(``basis``), d × r orthonormal, if given).
     """
     n = X.shape[0]
     Xr = (X if basis is None else X @ basis).cpu().numpy()
-    positive = _cell_sides(Xr, (u if basis is None else basis.T @ u).cpu().numpy())
+    ur = (u if basis is None else basis.T @ u).cpu().numpy()
+    positive = _cell_sides(Xr, ur)
     slopes = np.where(positive, 1.0, activation.negative_slope)
     g = Xr.T @ (lam.cpu().numpy() * slopes)
     r = Xr.shape[1]
@@ -184,16 +190,27 @@ def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
         ridge = np.sqrt(CELL_RIDGE) * singular_values[0]
         R = np.linalg.qr(np.vstack([B, ridge * np.eye(r)]), mode="r")
     walls = np.where(positive, 1.0, -1.0)[:, None] * Xr / np.linalg.norm(Xr, axis=1, keepdims=True)
-    h = np.concatenate([[1.0], np.zeros(n)])
+    # the rows act on v = R⁻¹w: G_w = G_v R⁻¹, i.e. G_wᵀ = R⁻ᵀ G_vᵀ
+    walls_w = scipy.linalg.solve_triangular(R, walls.T, trans="T").T
+    g_w = scipy.linalg.solve_triangular(R, g / max(np.linalg.norm(g), np.finfo(float).tiny), trans="T")
+    nearest = np.argsort(np.abs(walls @ ur))[: CELL_WORKING_WALLS * r]
     best = None
     for sign in (1.0, -1.0):
-        rows = np.vstack([sign * g[None, :] / max(np.linalg.norm(g), np.finfo(float).tiny), walls])
-        # the rows act on v = R⁻¹w: G_w = G_v R⁻¹, i.e. G_wᵀ = R⁻ᵀ G_vᵀ
-        solved = least_distance(scipy.linalg.solve_triangular(R, rows.T, trans="T").T, h)
+        working = np.zeros(n, dtype=bool)
+        working[nearest] = True
+        while True:
+            held = np.flatnonzero(working)
+            solved = least_distance(np.vstack([sign * g_w[None, :], walls_w[held]]), np.eye(1, 1 + held.size)[0])
+            if solved is None:
+                break
+            found = scipy.linalg.solve_triangular(R, solved[0])
+            violated = (walls @ found < -CELL_WALL_TOL * np.linalg.norm(found)) & ~working
+            if not violated.any():
+                break
+            working |= violated
         if solved is None:
             continue
-        found = scipy.linalg.solve_triangular(R, solved[0])
-        on = Xr[solved[1][1:]]
+        on = Xr[held[solved[1][1:]]]
         if on.shape[0]:
             found = found - np.linalg.lstsq(on, on @ found, rcond=None)[0]
         if not np.linalg.norm(found) > 0:
