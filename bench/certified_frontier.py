@@ -7,7 +7,8 @@ For each d, n = ratio·d and seed: a noiseless single-index ReLU teacher (``sing
 samples with seed + 1000), width m = 2n, and :func:`flatbook.flattest_interpolator` with certified pricing
 in every dimension (``certify_up_to=d``: the arrangement's exact supremum for d ≤ 3, cap branch-and-bound
 above, at most ``--max-caps`` caps a round: default 20 million), ``tol=0.01`` and ``time_limit=--limit``
-seconds.  From the rounds' history: the first time the proven gap (an exact master's value over the best
+seconds (``--no-cell-ascent``: with ``cell_ascent=False``, its candidates from gradient ascent alone).  From the
+rounds' history: the first time the proven gap (an exact master's value over the best
 proven lower bound, minus 1) is at most 1 %, and whether that happened within 60 s and within the limit.
 A dimension is tried only while some seed of the previous one certified within the limit.  Printed per
 (d, n): seeds certified within 60 s and within the limit, the median time to certify, the final proven gap of
@@ -29,11 +30,20 @@ from common import header
 GAP = 0.01
 
 
-def point(d: int, n: int, seed: int, limit: float, max_caps: int) -> dict:
+def point(d: int, n: int, seed: int, limit: float, max_caps: int, cell_ascent: bool) -> dict:
     teacher = single_index(d, link="relu", noise_std=0.0, seed=seed)
     X, y = teacher.sample(n, seed=seed + 1000)
     result = flattest_interpolator(
-        X, y, "relu", 2 * n, certify_up_to=d, tol=GAP, time_limit=limit, rounds=10_000, max_caps=max_caps
+        X,
+        y,
+        "relu",
+        2 * n,
+        certify_up_to=d,
+        tol=GAP,
+        time_limit=limit,
+        rounds=10_000,
+        max_caps=max_caps,
+        cell_ascent=cell_ascent,
     )
     certified_at = next(
         (
@@ -66,6 +76,7 @@ def main():
     parser.add_argument(
         "--max-caps", type=int, default=20_000_000, help="caps the branch-and-bound may bound in a round"
     )
+    parser.add_argument("--no-cell-ascent", action="store_true", help="candidates from gradient ascent alone")
     parser.add_argument("--out", type=Path, help="also write the rows as JSON here")
     args = parser.parse_args()
     if any(d < 2 for d in args.d) or any(r < 1 for r in args.ratios) or args.limit <= 0 or args.max_caps < 1:
@@ -81,7 +92,9 @@ def main():
     rows = []
     for ratio in args.ratios:
         for d in sorted(args.d):
-            found = [point(d, ratio * d, seed, args.limit, args.max_caps) for seed in args.seeds]
+            found = [
+                point(d, ratio * d, seed, args.limit, args.max_caps, not args.no_cell_ascent) for seed in args.seeds
+            ]
             rows += found
             times = [row["certified_at"] for row in found if row["certified_at"] is not None]
             fast = sum(t <= 60.0 for t in times)
