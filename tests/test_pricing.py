@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from flatbook import get_activation
+from flatbook import get_activation, pricing
 from flatbook.errors import FlatbookInputError
 from flatbook.pricing import (
     ExactPricer,
@@ -375,6 +375,96 @@ def test_the_cell_maximiser_stays_in_the_closure_of_the_start_s_cell_among_many_
         samples = samples[((samples @ X.T > 0) == start_sides[None, :]).all(1)]
         assert samples.shape[0] > 100
         assert float(dual_ratio(samples, lam, X, activation).max()) <= value * (1 + 1e-9)
+
+
+def test_least_distance_is_scale_free_and_refuses_what_it_cannot_read():
+    """Scaling h scales the point (the emptiness test is relative); a zero row holds or empties the set by the sign
+    of its h; a set that holds 0 gives 0; NaN, infinite or mismatched input is refused."""
+    rng = np.random.default_rng(3)
+    G = rng.standard_normal((12, 4))
+    G = G * np.sign(G @ rng.standard_normal(4))[:, None]
+    h = np.concatenate([[1.0], np.zeros(11)])
+    found, active = least_distance(G, h)
+    for t in (1e-8, 1e8):
+        scaled, scaled_active = least_distance(G, t * h)
+        assert float(np.abs(scaled - t * found).max()) <= 1e-12 * t * float(np.abs(found).max())
+        assert np.array_equal(scaled_active, active)
+    with_zero = least_distance(np.vstack([G, np.zeros(4)]), np.concatenate([h, [0.0]]))
+    assert np.allclose(with_zero[0], found, rtol=1e-12, atol=0)
+    assert least_distance(np.vstack([G, np.zeros(4)]), np.concatenate([h, [1e-3]])) is None
+    zero, _ = least_distance(G, np.zeros(12))
+    assert not zero.any()
+    for bad_G, bad_h, match in (
+        (G, h[:5], "shapes"),
+        (G * np.nan, h, "finite"),
+        (G, np.full_like(h, np.inf), "finite"),
+    ):
+        with pytest.raises(FlatbookInputError, match=match):
+            least_distance(bad_G, bad_h)
+
+
+@pytest.mark.parametrize("activation", PIECEWISE_LINEAR, ids=str)
+def test_the_cell_maximiser_reaches_the_full_program_s_optimum_from_one_wall_per_dimension(activation, monkeypatch):
+    """With a working set of one wall per dimension (d = 6, n = 300) nearly every program must grow it.  The reference
+    is cvxpy (Clarabel) on the full program, every wall: min vᵀQv s.t. ±gᵀv ≥ 1, s_i⟨v, x_i⟩ ≥ 0, valued as
+    |gᵀv| / (2 (vᵀQv)^{1/2} T^{1/2}); the maximiser, moved across the walls it reaches, is at least that (less 1e-6,
+    the interior-point solver's accuracy), and it keeps every sample's side but those on their hyperplane there."""
+    monkeypatch.setattr(pricing, "CELL_WORKING_WALLS", 1)
+    X, lam = instance(n=300, d=6, seed=14)
+    gen = torch.Generator().manual_seed(15)
+    Xn, n = X.numpy(), X.shape[0]
+    for u in torch.randn(3, 6, generator=gen, dtype=torch.float64):
+        positive = Xn @ u.numpy() > 0
+        slopes = np.where(positive, 1.0, activation.negative_slope)
+        g, B = Xn.T @ (lam.numpy() * slopes), np.sqrt(2.0 / n) * slopes[:, None] * Xn
+        T = 2.0 / n * float((slopes**2 * (Xn**2).sum(1)).sum())
+        reference = 0.0
+        for sign in (1.0, -1.0):
+            v = cp.Variable(6)
+            constraints = [sign * g @ v >= 1, (np.where(positive, 1.0, -1.0)[:, None] * Xn) @ v >= 0]
+            problem = cp.Problem(cp.Minimize(cp.sum_squares(B @ v)), constraints)
+            problem.solve(solver="CLARABEL")
+            if problem.status == "optimal":
+                found = v.value
+                reference = max(reference, abs(g @ found) / (2 * np.linalg.norm(B @ found) * np.sqrt(T)))
+        best, value = cell_maximizer(lam, X, activation, u / u.norm())
+        assert value >= reference * (1 - 1e-6)
+        on_wall = (X @ best).abs() <= 2e-9 * X.norm(dim=1)  # moved to their negative side
+        assert bool((((X @ best > 0).numpy() == positive) | on_wall.numpy()).all())
+
+
+@pytest.mark.parametrize("slope", [0.0, 1e-6])
+def test_the_cell_maximiser_is_unmoved_by_a_badly_scaled_feature_or_a_tiny_negative_slope(slope):
+    """d = 3 with the third feature scaled by 1e-6, and σ with negative slope 0 (the ReLU) or 1e-6 (its quadratic
+    form ill-conditioned, not singular): above every one of 3·10^5 random directions with the start's sign pattern
+    (less 1e-9), as in the test above."""
+    activation = get_activation("leaky_relu", negative_slope=slope) if slope else get_activation("relu")
+    X, lam = instance(n=10, d=3, seed=16)
+    X[:, 2] *= 1e-6
+    gen = torch.Generator().manual_seed(17)
+    samples = torch.randn(300_000, 3, generator=gen, dtype=torch.float64)
+    signs = samples @ X.T > 0
+    for u in torch.randn(6, 3, generator=gen, dtype=torch.float64):
+        same = (signs == (X @ u > 0)[None, :]).all(1)
+        _, value = cell_maximizer(lam, X, activation, u / u.norm())
+        assert float(dual_ratio(samples[same], lam, X, activation).max()) <= value * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("activation", PIECEWISE_LINEAR, ids=str)
+def test_a_zero_sample_has_no_wall(activation):
+    """A sample at the origin (σ(0) = 0 whatever the direction) is no wall of any cell: the maximiser and the ascent
+    still run, on the sphere and in a subspace, and end at least as high as they start."""
+    X, lam = instance(n=40, d=6, seed=18)
+    X[0] = 0.0
+    gen = torch.Generator().manual_seed(19)
+    basis = torch.linalg.qr(torch.randn(6, 4, generator=gen, dtype=torch.float64)).Q
+    for subspace in (None, basis):
+        starts = torch.randn(5, 6, generator=gen, dtype=torch.float64)
+        if subspace is not None:
+            starts = starts @ subspace @ subspace.T
+        U, values = ascend_cells(lam, X, activation, starts, subspace)
+        assert bool(torch.isfinite(values).all()) and bool(torch.isfinite(U).all())
+        assert bool((values >= dual_ratio(starts, lam, X, activation) * (1 - 1e-12)).all())
 
 
 def test_a_cell_where_every_sample_is_on_the_negative_side_has_no_relu_maximiser():

@@ -14,8 +14,9 @@ This module gives the three ways to get at sup_u G_λ:
 - :func:`maximize_dual_ratio`: batched multi-start projected gradient ascent.  Fast, finds
   the new columns of column generation, but a *heuristic*: the maximum it finds may miss the
   supremum, so a bound built from it is only an estimate.
-- :func:`ascend_cells` (ReLU and leaky ReLU): from a direction, the exact maximum of G_λ over its cell of
-  the data's hyperplane arrangement (a quadratic program), then over the cell of that maximiser, while
+- :func:`ascend_cells` (ReLU and leaky ReLU): from a direction, the maximum of G_λ over its cell of the
+  data's hyperplane arrangement (a quadratic program, solved to round-off as a least-distance program,
+  :func:`least_distance`), then over the cell of that maximiser, while
   G_λ rises: the local search where gradient ascent stalls at the cells' boundaries.  Also a heuristic.
 - :class:`ExactPricer` and :func:`exact_dual_ratio_sup` (ReLU and leaky ReLU, admissible directions in
   a subspace of dimension ≤ 3): enumerates the faces of the data's hyperplane arrangement (once per
@@ -116,10 +117,12 @@ def maximize_dual_ratio(
 #: relative distance to a hyperplane below which the cell maximiser counts as lying on it and is moved to its
 #: negative side (by this much: the near-copies it makes of one direction stay close)
 CELL_WALL_TOL = 1e-9
-#: the ridge δ added to a singular cell's quadratic form (the ReLU on a cell where fewer samples than dimensions are
-#: positive), relative to its largest eigenvalue: its factor R is then conditioned to δ^{-1/2}, and the walls the
-#: solution reaches are met to round-off times that
-CELL_RIDGE = 1e-10
+#: the cell's quadratic form counts as singular where its factor R (columns equilibrated) has σ_min ≤ this σ_max: the
+#: ReLU on a cell whose positive samples do not span the space, σ_min then at round-off
+CELL_SINGULAR = 1e-12
+#: the ridge δ σ_max added to a singular factor R: conditioned to 1/δ, it prices the directions the form does not see
+#: (free on the cell: G_λ does not depend on them) at δ² of the others, so the solution keeps them small
+CELL_RIDGE = 1e-5
 #: the cell maximiser's program starts from this many walls per dimension, those nearest the start, and adds the
 #: walls its solution violates until it violates none (most of the n walls are far and never bind)
 CELL_WORKING_WALLS = 4
@@ -131,18 +134,33 @@ def _cell_sides(Xr: np.ndarray, ur: np.ndarray) -> np.ndarray:
     return Xr @ ur > CELL_WALL_TOL * np.linalg.norm(Xr, axis=1) * np.linalg.norm(ur)
 
 
-def least_distance(G: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(w, active): the least-norm point of {w : Gw ≥ h} and which of its constraints are active there (to hold
-    with equality); None where that set is empty (to round-off) or the active-set iterations run out (3 per row
-    of G).
+def least_distance(G, h) -> tuple[np.ndarray, np.ndarray] | None:
+    """(w, active): the least-norm point of {w : Gw ≥ h} and which of its constraints hold with equality there;
+    None where that set is empty, numerically so (its least-norm point over 10^6 times as far as that of its
+    farthest half-space), or the active-set iterations run out (3 per row of G).
 
     Lawson & Hanson (1995, ch. 23): with u ≥ 0 the non-negative least-squares solution of
     [Gᵀ; hᵀ] u ≈ e_{r+1} and ρ its residual, the set is empty iff ρ = 0, and otherwise
     w = −ρ_{1:r} / ρ_{r+1}, with u ∝ the multipliers of the constraints (positive on active ones only).
-    An active-set method: finite, exact up to round-off.
+    An active-set method: finite, exact up to round-off.  Scale-free: the rows are normalised and h scaled so
+    that the farthest half-space is at distance 1 (a zero row holds where h_i ≤ 0 and empties the set where
+    h_i > 0); a set that holds w = 0 gives w = 0.
     """
+    G, h = np.asarray(G, dtype=float), np.asarray(h, dtype=float)
+    if G.ndim != 2 or h.shape != (G.shape[0],):
+        raise FlatbookInputError(f"least_distance needs G (m × r) and h (m,), got shapes {G.shape} and {h.shape}.")
+    if not (np.all(np.isfinite(G)) and np.all(np.isfinite(h))):
+        raise FlatbookInputError("least_distance needs finite G and h; some entries are NaN or infinite.")
     r = G.shape[1]
-    E = np.vstack([G.T, h[None, :]])
+    norms = np.linalg.norm(G, axis=1)
+    rows = norms > 0
+    if np.any(h[~rows] > 0):
+        return None
+    reach = h[rows] / norms[rows]
+    farthest = float(reach.max(initial=0.0))
+    if farthest <= 0:
+        return np.zeros(r), h == 0
+    E = np.vstack([(G[rows] / norms[rows, None]).T, reach[None, :] / farthest])
     target = np.zeros(r + 1)
     target[-1] = 1.0
     try:
@@ -150,9 +168,11 @@ def least_distance(G: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray
     except RuntimeError:  # "Maximum number of iterations reached"
         return None
     residual = E @ u - target
-    if not -residual[-1] > 1e-12 or not np.all(np.isfinite(residual)):
+    if not -residual[-1] > 1e-12:
         return None
-    return -residual[:-1] / residual[-1], u > 0
+    active = np.zeros(G.shape[0], dtype=bool)
+    active[np.flatnonzero(rows)] = u > 0
+    return -farthest * residual[:-1] / residual[-1], active
 
 
 def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
@@ -165,14 +185,17 @@ def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
     a_i the slope of sample i's side, so (eq. ``eq-kappa``, c = p = 1) G_λ(v) = |gᵀv| / (2 (vᵀQv)^{1/2} T^{1/2}) with
     g = Σ_i a_i λ_i x_i, Q = (2/n) Σ_i a_i² x_i x_iᵀ and T = (2/n) Σ_i a_i² ‖x_i‖² constant on C.  The
     supremum of this expression over C's closure is that of a linear form over an ellipsoid's cone, taken for
-    each sign of gᵀv (the plane gᵀv = 0 can cut C): min vᵀQv s.t. ±gᵀv ≥ 1, s_i⟨v, x_i⟩ ≥ 0.  With Q = RᵀR
-    (plus a ridge where Q is singular: ``CELL_RIDGE``) and w = Rv it is a least-distance program
+    each sign of gᵀv (the plane gᵀv = 0 can cut C): min vᵀQv s.t. ±gᵀv ≥ 1, s_i⟨v, x_i⟩ ≥ 0.  With the
+    coordinates equilibrated (v = Dv', D scaling the columns of Q's factor to unit norm), Q' = RᵀR (plus a ridge
+    where Q' is singular: ``CELL_SINGULAR``, ``CELL_RIDGE``) and w = Rv' it is a least-distance program
     (:func:`least_distance`), solved over a working set of walls (``CELL_WORKING_WALLS`` per dimension, nearest
     ``u`` first) that grows by the walls its solution violates (by more than ``CELL_WALL_TOL``): a relaxation
     whose solution meets every wall is the program's.  Its solutions, projected onto the walls the program holds
     them on (round-off, times R's condition, leaves them near those), then moved off them (to ``CELL_WALL_TOL``)
     to their negative side, where T is smaller and G_λ at least as large (:func:`nudge_inactive`), are valued by
     :func:`dual_ratio`; the better is returned (a unit vector; in span(``basis``), d × r orthonormal, if given).
+    A sign's program gives nothing where it is infeasible (gᵀv keeps the other sign on C), numerically empty or out
+    of active-set iterations (:func:`least_distance`); a zero sample has no wall.
     """
     n = X.shape[0]
     Xr = (X if basis is None else X @ basis).cpu().numpy()
@@ -182,18 +205,21 @@ def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
     g = Xr.T @ (lam.cpu().numpy() * slopes)
     r = Xr.shape[1]
     B = np.sqrt(2.0 / n) * slopes[:, None] * Xr  # vᵀQv = ‖Bv‖²
-    R = np.linalg.qr(B, mode="r")
-    singular_values = np.linalg.svd(R, compute_uv=False)
-    if not singular_values[0] > 0:
+    column_norms = np.linalg.norm(B, axis=0)
+    if not column_norms.max() > 0:
         return None
-    if not singular_values[-1] > np.sqrt(CELL_RIDGE) * singular_values[0]:
-        ridge = np.sqrt(CELL_RIDGE) * singular_values[0]
-        R = np.linalg.qr(np.vstack([B, ridge * np.eye(r)]), mode="r")
-    walls = np.where(positive, 1.0, -1.0)[:, None] * Xr / np.linalg.norm(Xr, axis=1, keepdims=True)
-    # the rows act on v = R⁻¹w: G_w = G_v R⁻¹, i.e. G_wᵀ = R⁻ᵀ G_vᵀ
-    walls_w = scipy.linalg.solve_triangular(R, walls.T, trans="T").T
-    g_w = scipy.linalg.solve_triangular(R, g / max(np.linalg.norm(g), np.finfo(float).tiny), trans="T")
-    nearest = np.argsort(np.abs(walls @ ur))[: CELL_WORKING_WALLS * r]
+    D = 1.0 / np.where(column_norms > 0, column_norms, 1.0)  # v = D v'
+    R = np.linalg.qr(B * D, mode="r")
+    singular_values = np.linalg.svd(R, compute_uv=False)
+    if not singular_values[-1] > CELL_SINGULAR * singular_values[0]:
+        R = np.linalg.qr(np.vstack([B * D, CELL_RIDGE * singular_values[0] * np.eye(r)]), mode="r")
+    sample_norms = np.linalg.norm(Xr, axis=1)
+    walls = np.where(positive, 1.0, -1.0)[:, None] * Xr  # s_i x_i: ⟨s_i x_i, v⟩ ≥ 0 on the cell
+    # the rows act on v = D R⁻¹ w: G_w = G_v D R⁻¹, i.e. G_wᵀ = R⁻ᵀ D G_vᵀ
+    walls_w = scipy.linalg.solve_triangular(R, (walls * D).T, trans="T").T
+    g_w = scipy.linalg.solve_triangular(R, g * D, trans="T")
+    distance = np.abs(walls @ ur) / np.where(sample_norms > 0, sample_norms, 1.0)
+    nearest = np.argsort(np.where(sample_norms > 0, distance, np.inf))[: CELL_WORKING_WALLS * r]
     best = None
     for sign in (1.0, -1.0):
         working = np.zeros(n, dtype=bool)
@@ -203,8 +229,8 @@ def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
             solved = least_distance(np.vstack([sign * g_w[None, :], walls_w[held]]), np.eye(1, 1 + held.size)[0])
             if solved is None:
                 break
-            found = scipy.linalg.solve_triangular(R, solved[0])
-            violated = (walls @ found < -CELL_WALL_TOL * np.linalg.norm(found)) & ~working
+            found = D * scipy.linalg.solve_triangular(R, solved[0])
+            violated = (walls @ found < -CELL_WALL_TOL * sample_norms * np.linalg.norm(found)) & ~working
             if not violated.any():
                 break
             working |= violated
