@@ -250,12 +250,13 @@ def flattest_interpolator(
     arrangement, or by cap branch-and-bound for the ReLU family and the quadratic (on a ρ0-band, or above
     dimension 3, where its cost grows steeply; at most ``max_caps`` caps a round, default ``MAX_CAPS`` =
     500 000: a search that runs out proves a weaker bound); elsewhere it is a
-    multi-start ascent (``pricing_starts`` random starts, ``pricing_steps`` steps; for the ReLU family over a
-    whole subsphere, then, unless ``cell_ascent=False``, a cell-by-cell ascent from the best endpoints and from
-    random starts, :func:`~flatbook.pricing.ascend_cells`, which finds the maxima that gradient ascent misses at
-    the cells' walls) and the proven bound is a closed form.  A heuristic stop (the largest ratio found within
-    ``tol`` of the master, no new column, or ``stall_rounds`` rounds without progress by ``tol``; ``None``: never)
-    is taken only after the pricing has been escalated to its most thorough level and that found nothing
+    multi-start ascent (``pricing_starts`` random starts, ``pricing_steps`` steps; for the ReLU family over a whole
+    subsphere, then, unless ``cell_ascent=False``, a cell-by-cell ascent from the best endpoints and from random
+    starts, :func:`~flatbook.pricing.ascend_cells`, which can find the maxima that gradient ascent misses at the
+    cells' walls; it costs 1.4 to 3.3 times the seconds of a round, bench/README.md) and the proven bound is a
+    closed form. A heuristic stop (the largest ratio found within ``tol`` of the master, no new column, or
+    ``stall_rounds`` rounds without progress by ``tol``; ``None``: never) is taken only after the pricing has been
+    escalated to its most thorough level and that found nothing
     either; the result's ``stop`` says which, and ``certified`` is computed from proven numbers only.
 
     Each round also polishes the master's atoms into at most 4 (:func:`~flatbook.atom_polish.polish_atoms`)

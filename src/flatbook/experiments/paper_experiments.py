@@ -160,9 +160,8 @@ def _point(config: Config, setting: str, seed: int, kind: str = "grid") -> list[
         try:
             solution = flattest_outer_weights(directions, X, y, activation)
         except InfeasibleInterpolationError:  # Φ numerically rank deficient: no interpolator to compare
-            # σ_max/σ_min above 1/RANK_TOL, where the solver refuses Φ; computed, σ_min carries about ε·σ_max of
-            # round-off, so near 1/ε the ratio has no digits (thread counts disagree on it): recorded as infinite
-            row["condition_number"] = float("inf")
+            # its condition number stays NaN: above 1/RANK_TOL, where the solver refuses Φ, a computed σ_max/σ_min
+            # has digits only well below 1/ε (near it, thread counts disagree on it), and none is used
             row.update(interpolable=False, upsilon=float("nan"), population_loss=float("nan"))
         else:  # the solver's rank check has the condition number (from the eigenvalues of Φ Φᵀ)
             row["condition_number"] = solution.condition_number
