@@ -15,10 +15,11 @@ references are the other runs' Υ: upper bounds on Υ*(m), not Υ*(m). With ``--
 branch-and-bound closes the gap), the reference is instead a run with pricing certified (``certify_up_to=d``, no
 tailing-off stop, ``CERTIFIED_LIMIT`` seconds) and its proven lower bound on Υ*(m): the defaults' excess over it is an
 upper bound on how far they end from the optimum. With ``--no-cell-ascent`` every run (the certified one too) prices
-with ``cell_ascent=False`` (gradient ascent alone). With ``--cell-settings`` only the defaults run, once per setting
-of the cell ascent (``off``, or STARTS:MOVES for ``column_generation.CELL_ASCENT_STARTS`` and ``CELL_ASCENT_STEPS``),
-and each run's Υ, rounds, stop and seconds are printed. Otherwise, printed per row: Υ, rounds and stop of each run, and
-the defaults' excess, Υ / min(long, longer, pooled) − 1 (or Υ / the proven bound − 1). One process, two threads.
+with ``cell_ascent=False`` (gradient ascent alone); with ``--without-longer`` the 400-round run is left out. With
+``--cell-settings`` only the defaults run, once per setting of the cell ascent (``off``, or STARTS:MOVES for
+``column_generation.CELL_ASCENT_STARTS`` and ``CELL_ASCENT_STEPS``), and each run's Υ, rounds, stop and seconds are
+printed. Otherwise, printed per row: Υ, rounds and stop of each run, and the defaults' excess, Υ / min(long, longer,
+pooled) − 1 (or Υ / the proven bound − 1). One process, two threads.
 """
 
 from __future__ import annotations
@@ -84,10 +85,10 @@ def certified_point(d: int, n: int, seed: int, extra: dict) -> dict:
     return row
 
 
-def point(d: int, n: int, seed: int, extra: dict) -> dict:
+def point(d: int, n: int, seed: int, extra: dict, runs: dict = RUNS) -> dict:
     X, y = single_index(d, link="relu", seed=seed).sample(n, seed=seed + 1000)
     row: dict = {"d": d, "n": n, "seed": seed}
-    for name, options in RUNS.items():
+    for name, options in runs.items():
         started = time.perf_counter()
         row[name] = _entry(flattest_interpolator(X, y, "relu", 2 * n, seed=seed, **options, **extra), started)
     # Pooled: the master over the union of several runs' final dictionaries is at least as flat as each of them
@@ -101,7 +102,7 @@ def point(d: int, n: int, seed: int, extra: dict) -> dict:
     pooled = flattest_interpolator(X, y, "relu", 2 * n, seed=seed, start_directions=union, **extra)
     row["pooled"] = _entry(pooled, started)
     row["pooled"]["best_restart"] = min(result.upper for result in restarts)
-    references = [row[name]["upsilon"] for name in ("long", "longer", "pooled")]
+    references = [row[name]["upsilon"] for name in ("long", "longer", "pooled") if name in row]
     row["excess"] = row["defaults"]["upsilon"] / min(references) - 1
     return row
 
@@ -147,16 +148,17 @@ def main():
         "--certified", action="store_true", help="compare with a run whose pricing is certified (its proven bound)"
     )
     parser.add_argument("--no-cell-ascent", action="store_true", help="every run with cell_ascent=False")
+    parser.add_argument("--without-longer", action="store_true", help="no 400-round run (the slowest reference)")
     parser.add_argument(
         "--cell-settings", type=cell_setting, nargs="+", help="only the defaults, per cell-ascent setting (off, S:M)"
     )
     args = parser.parse_args()
     extra = {"cell_ascent": False} if args.no_cell_ascent else {}
     if args.cell_settings:
-        names = ["off" if s is None else f"{s[0]}:{s[1]}" for s in args.cell_settings]
+        setting_names = ["off" if s is None else f"{s[0]}:{s[1]}" for s in args.cell_settings]
         print(header("noiseless single-index ReLU, m = 2n, the defaults per cell-ascent setting (starts:moves)"))
-        print(f"| d | n | seed | {' | '.join(names)} |")
-        print("|---" * (len(names) + 3) + "|")
+        print(f"| d | n | seed | {' | '.join(setting_names)} |")
+        print("|---" * (len(setting_names) + 3) + "|")
         rows = []
         for d, n in args.instances:
             for seed in args.seeds:
@@ -165,18 +167,25 @@ def main():
                 cells = " | ".join(
                     f"{row[name]['upsilon']:.4f}, {row[name]['rounds']}, {row[name]['stop']}, "
                     f"{row[name]['seconds']:.1f} s"
-                    for name in names
+                    for name in setting_names
                 )
                 print(f"| {d} | {n} | {seed} | {cells} |", flush=True)
         if args.out:
             args.out.write_text(json.dumps(rows, indent=1))
         return
+    names: tuple[str, ...]
     if args.certified:
         title, point_of, names = "defaults against a certified run", certified_point, ("defaults", "certified")
         columns = "certified run: Υ, rounds, stop | its proven lower bound"
     else:
-        title, point_of, names = "heuristic pricing", point, (*RUNS, "pooled")
-        columns = f"long (80 rounds) | longer (400 rounds) | pooled ({POOLED_RESTARTS} restarts)"
+        runs = {name: options for name, options in RUNS.items() if name != "longer" or not args.without_longer}
+        title, names = "heuristic pricing", (*runs, "pooled")
+
+        def point_of(d, n, seed, extra):
+            return point(d, n, seed, extra, runs)
+
+        longer = "" if args.without_longer else " | longer (400 rounds)"
+        columns = f"long (80 rounds){longer} | pooled ({POOLED_RESTARTS} restarts)"
     print(header(f"noiseless single-index ReLU, m = 2n, {title}"))
     print(f"| d | n | seed | defaults: Υ, rounds, stop | {columns} | excess |")
     print("|---" * (len(columns.split("|")) + 5) + "|")
