@@ -4,6 +4,7 @@
     python bench/defaults_against_long_runs.py --instances 8:64 --seeds 0 1
     python bench/defaults_against_long_runs.py --instances 4:16 4:32 --certified   # against a proof (d = 4)
     python bench/defaults_against_long_runs.py --no-cell-ascent   # every run with cell_ascent=False
+    python bench/defaults_against_long_runs.py --cells 64:4       # every run with the cell ascent at 64 + 64 starts
     python bench/defaults_against_long_runs.py --cell-settings off 16:2 64:4   # the defaults' Υ per cell-ascent setting
 
 For each instance d:n and seed: a noiseless single-index ReLU teacher (``single_index(d, "relu", seed)``, samples with
@@ -150,9 +151,14 @@ def main():
     parser.add_argument("--no-cell-ascent", action="store_true", help="every run with cell_ascent=False")
     parser.add_argument("--without-longer", action="store_true", help="no 400-round run (the slowest reference)")
     parser.add_argument(
+        "--cells", type=cell_setting, help="every run with the cell ascent at STARTS:MOVES instead of the default"
+    )
+    parser.add_argument(
         "--cell-settings", type=cell_setting, nargs="+", help="only the defaults, per cell-ascent setting (off, S:M)"
     )
     args = parser.parse_args()
+    if args.cells is not None:
+        column_generation.CELL_ASCENT_STARTS, column_generation.CELL_ASCENT_STEPS = args.cells
     extra = {"cell_ascent": False} if args.no_cell_ascent else {}
     if args.cell_settings:
         setting_names = ["off" if s is None else f"{s[0]}:{s[1]}" for s in args.cell_settings]

@@ -86,8 +86,8 @@ CERTIFY_UP_TO = 3
 #: moves of the pricing's cell-by-cell ascent from each start (:func:`~flatbook.pricing.ascend_cells`), and how
 #: many of the gradient ascent's best endpoints, and of its random starts, it starts from (bench/README.md, "Why
 #: the solver's defaults")
-CELL_ASCENT_STEPS = 4
-CELL_ASCENT_STARTS = 64
+CELL_ASCENT_STEPS = 2
+CELL_ASCENT_STARTS = 16
 #: the default number of caps the cap branch-and-bound may bound in one pricing round
 MAX_CAPS = 500_000
 #: a master with at least this many feature entries (n × columns) whose vertex the dual does not identify is

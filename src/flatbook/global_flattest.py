@@ -253,7 +253,7 @@ def flattest_interpolator(
     multi-start ascent (``pricing_starts`` random starts, ``pricing_steps`` steps; for the ReLU family over a whole
     subsphere, then, unless ``cell_ascent=False``, a cell-by-cell ascent from the best endpoints and from random
     starts, :func:`~flatbook.pricing.ascend_cells`, which can find the maxima that gradient ascent misses at the
-    cells' walls; it costs 1.4 to 3.3 times the seconds of a round, bench/README.md) and the proven bound is a
+    cells' walls, at a cost per round that bench/README.md measures) and the proven bound is a
     closed form. A heuristic stop (the largest ratio found within ``tol`` of the master, no new column, or
     ``stall_rounds`` rounds without progress by ``tol``; ``None``: never) is taken only after the pricing has been
     escalated to its most thorough level and that found nothing
