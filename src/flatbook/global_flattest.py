@@ -253,11 +253,11 @@ def flattest_interpolator(
     multi-start ascent (``pricing_starts`` random starts, ``pricing_steps`` steps; for the ReLU family over a whole
     subsphere, then, unless ``cell_ascent=False``, a cell-by-cell ascent from the best endpoints and from random
     starts, :func:`~flatbook.pricing.ascend_cells`, which can find the maxima that gradient ascent misses at the
-    cells' walls, at a cost per round that bench/README.md measures) and the proven bound is a
-    closed form. A heuristic stop (the largest ratio found within ``tol`` of the master, no new column, or
-    ``stall_rounds`` rounds without progress by ``tol``; ``None``: never) is taken only after the pricing has been
-    escalated to its most thorough level and that found nothing
-    either; the result's ``stop`` says which, and ``certified`` is computed from proven numbers only.
+    cells' walls, at a cost per round that bench/README.md measures) and the proven bound is a closed form.  A
+    heuristic stop (the largest ratio found within ``tol`` of the master, no new column, or ``stall_rounds`` rounds
+    without progress by ``tol``; ``None``: never) is taken only after the pricing has been escalated to its most
+    thorough level and that found nothing either; the result's ``stop`` says which, and ``certified`` is computed
+    from proven numbers only.
 
     Each round also polishes the master's atoms into at most 4 (:func:`~flatbook.atom_polish.polish_atoms`)
     and adds them as columns when they interpolate at least as flat as the master (the ReLU family only
