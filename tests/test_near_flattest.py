@@ -73,6 +73,49 @@ def test_worst_and_best_match_the_enumerated_vertices(name):
     assert best.excess <= worst.flattest_excess + 1e-12 <= worst.excess + 2e-12
 
 
+@pytest.mark.parametrize("name", ["relu", "quadratic"])
+def test_the_largest_path_norm_is_the_enumerated_vertices_largest(name):
+    """max ‖μ‖₁ over P_B(ε) is attained at a vertex: the mixed-integer program's bound is the largest ‖μ‖₁ over
+    every enumerated vertex (to HiGHS's gap), and for p = 1 so is the member found; for p = 4/3 the member may
+    come from a budget shrunk for the split's rounding, so it lies at most at the bound.  The member is a
+    near-flattest network, its path norm Σ|ã_j| the measure's ‖μ‖₁."""
+    teacher, X, y, flattest = small_instance(name)
+    near = near_flattest_set(X, y, name, 40, teacher, flattest=flattest)
+    for slack in (0.0, 0.05, 0.5, 2.0):
+        found = near.largest_path_norm(slack)
+        corners = vertices(near.Phi.numpy(), near.w.numpy(), y.numpy(), near.budget_at(slack))
+        largest = max(float(np.abs(mu).sum()) for mu in corners)
+        assert found.optimal and found.bound == pytest.approx(largest, rel=2e-4)
+        assert found.path_norm <= found.bound * (1 + 1e-9)
+        if name == "relu":
+            assert found.path_norm == pytest.approx(largest, rel=1e-9)
+        member = found.member
+        assert member.kind == "path norm" and member.upsilon <= (1 + slack) * flattest.upper * (1 + 1e-9)
+        torch.testing.assert_close(member.net(X), y, rtol=0, atol=1e-8)
+        assert float(member.net.effective_outer_weights().abs().sum()) == pytest.approx(found.path_norm, rel=1e-12)
+        assert population_loss(member.net, teacher).excess == pytest.approx(member.excess, rel=1e-9, abs=1e-12)
+
+
+def test_a_path_norm_program_stopped_by_its_node_limit_still_brackets_the_largest():
+    """On a dictionary too large to enumerate (d = 3, n = 16, the solver's 190 columns) a program stopped after
+    one node reports a member and a bound that still bracket the optimum the full program proves; the
+    successive-LP climb alone, where the program starts, is never above it."""
+    teacher = single_index(3, link="relu", seed=2)
+    X, y = teacher.sample(16, seed=1002)
+    near = near_flattest_set(X, y, "relu", 32, teacher, rounds=10)
+    full = near.largest_path_norm(0.3)
+    stopped = near.largest_path_norm(0.3, node_limit=1)
+    assert full.optimal and not stopped.optimal  # this instance needs more than the root node
+    assert stopped.path_norm <= full.bound * (1 + 1e-9) and stopped.bound >= full.path_norm * (1 - 2e-4)
+    climbed = near._ascend(near.start, near.budget_at(0.3), 50, lambda m: float(m.abs().sum()), torch.sign)
+    assert float(climbed.abs().sum()) <= full.path_norm * (1 + 1e-9)
+    assert float(near.start.abs().sum()) <= float(climbed.abs().sum()) * (1 + 1e-12)
+    with pytest.raises(FlatbookInputError, match="node_limit"):
+        near.largest_path_norm(0.3, node_limit=0)
+    with pytest.raises(FlatbookInputError, match="slack"):
+        near.largest_path_norm(-1.0)
+
+
 def test_successive_vertices_of_one_model_match_cold_solves_and_the_enumeration():
     """The vertex program keeps its basis between solves; objectives and budgets changed in any order
     (an empty budget between two feasible ones included) give the enumeration's optimum each time."""

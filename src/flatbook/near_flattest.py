@@ -21,6 +21,10 @@ The exact population loss is a convex quadratic in μ (:func:`~flatbook.data.pop
 - a **proven floor** of the excess over P_B: :func:`frank_wolfe_floor` (Frank–Wolfe, whose linear programs
   bound the minimum of a convex function from below at every iterate), cheaper than the QP at many sizes.
 
+The **path norm** P = Σ_j |ã_j| = ‖μ‖₁ (book, ``prop-ch4-path-norm``) is convex too, and its maximum over P_B
+is a mixed-integer linear program (a sign per atom) that HiGHS's branch and bound solves exactly at the sizes
+of the book: :meth:`NearFlattestSet.largest_path_norm` returns the member found and a proven bound.
+
 :func:`near_flattest_set` builds P_B once per dataset (the dictionary and the loss's kernel); its
 :meth:`~NearFlattestSet.worst` and :func:`frank_wolfe_floor` then take the slack.  Every bound here is over the
 dictionary: a near-flattest network on other directions is a member of the set that none of them sees.
@@ -31,6 +35,7 @@ the budget is shrunk and the measure re-solved while the split's rounding pushes
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, field
 
@@ -50,6 +55,7 @@ from .network import TwoLayerNet
 __all__ = [
     "NearFlattest",
     "NearFlattestSet",
+    "LargestPathNorm",
     "ExcessFloor",
     "near_flattest_set",
     "worst_near_flattest",
@@ -70,10 +76,26 @@ class NearFlattest:
     slack: float  #: ε
     measure_value: float  #: V of the measure behind ``net``
     budget: float  #: B, the bound on V that defines the set (eq. ``eq-splitting``)
-    kind: str  #: "worst" (a lower estimate of the largest excess) or "best" (an upper estimate of the smallest)
+    #: "worst" (a lower estimate of the largest excess), "best" (an upper estimate of the smallest) or "path norm"
+    #: (:meth:`NearFlattestSet.largest_path_norm`)
+    kind: str
     climbs: list[float] = field(default_factory=list)  #: the excess each start's climb or descent ended at
     #: "best" only: the minimum over every measure of P_B on the dictionary (any number of atoms), below ``excess``
     excess_floor: float | None = None
+
+
+@dataclass
+class LargestPathNorm:
+    """The member of the near-flattest set with the largest path norm P = Σ_j |ã_j| = ‖μ‖₁ found on the
+    dictionary, and a proven upper bound on that largest (:meth:`NearFlattestSet.largest_path_norm`)."""
+
+    member: NearFlattest  #: its network, Υ and exact excess (``kind`` "path norm")
+    path_norm: float  #: P(member.net): a lower end of the largest path norm over the set on the dictionary
+    #: proven: every measure of P_B(ε) on the dictionary, so every width-m network on it with Υ ≤ (1 + ε)Υ_best,
+    #: has P ≤ bound (HiGHS's branch-and-bound bound, up to its tolerances; never below ``path_norm``)
+    bound: float
+    optimal: bool  #: HiGHS proved its incumbent optimal (to its relative gap, 1e-4); else its node limit stopped it
+    nodes: int  #: branch-and-bound nodes explored
 
 
 class _VertexProgram:
@@ -116,6 +138,60 @@ class _VertexProgram:
             return None
         z = np.asarray(self.highs.getSolution().col_value)
         return z[: self.k] - z[self.k :]
+
+
+#: branch-and-bound nodes HiGHS may explore for :meth:`NearFlattestSet.largest_path_norm`; a program stopped there
+#: reports its incumbent and its proven bound (a node limit, unlike a time limit, gives the same answer on any
+#: machine)
+PATH_NORM_NODES = 20_000
+
+
+def _largest_l1(
+    Phi: np.ndarray, w: np.ndarray, y: np.ndarray, budget: float, start: np.ndarray, node_limit: int
+) -> tuple[np.ndarray | None, float, bool, int]:
+    """max ‖μ‖₁ over P_B = {Φμ = y, Σ_j w_j|μ_j| ≤ B} as a mixed-integer linear program: μ = z⁺ − z⁻ with a
+    binary b_j per atom, z⁺_j ≤ (B/w_j) b_j and z⁻_j ≤ (B/w_j)(1 − b_j), so that at most one side of each atom
+    is used (the budget row implies both caps, so the program's maximum is the maximum over P_B).  HiGHS's
+    branch and bound, warm-started at ``start`` (a point of P_B).  Returns the incumbent μ (None if none),
+    HiGHS's proven upper bound on the maximum, whether it proved the incumbent optimal (to its relative gap,
+    1e-4 by default), and the nodes explored."""
+    n, k = Phi.shape
+    cap = budget / w
+    eye, zero = scipy.sparse.identity(k, format="csc"), scipy.sparse.csc_matrix((k, k))
+    A = scipy.sparse.vstack(
+        [
+            scipy.sparse.hstack([Phi, -Phi, scipy.sparse.csc_matrix((n, k))]),
+            scipy.sparse.hstack([w[None, :], w[None, :], scipy.sparse.csc_matrix((1, k))]),
+            scipy.sparse.hstack([eye, zero, -scipy.sparse.diags(cap)]),
+            scipy.sparse.hstack([zero, eye, scipy.sparse.diags(cap)]),
+        ],
+        format="csc",
+    )
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = 3 * k, n + 1 + 2 * k
+    lp.col_cost_ = np.concatenate([np.ones(2 * k), np.zeros(k)])
+    lp.col_lower_ = np.zeros(3 * k)
+    lp.col_upper_ = np.concatenate([cap, cap, np.ones(k)])
+    lp.row_lower_ = np.concatenate([y, np.full(1 + 2 * k, -highspy.kHighsInf)])
+    lp.row_upper_ = np.concatenate([y, [budget], np.zeros(k), cap])
+    lp.sense_ = highspy.ObjSense.kMaximize
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = A.indptr, A.indices, A.data
+    lp.integrality_ = [highspy.HighsVarType.kContinuous] * (2 * k) + [highspy.HighsVarType.kInteger] * k
+    highs = highspy.Highs()
+    highs.setOptionValue("output_flag", False)
+    highs.setOptionValue("mip_max_nodes", node_limit)
+    highs.passModel(lp)
+    warm = highspy.HighsSolution()
+    warm.col_value = list(np.concatenate([np.clip(start, 0.0, None), np.clip(-start, 0.0, None), 1.0 * (start > 0)]))
+    highs.setSolution(warm)
+    highs.run()
+    info, status = highs.getInfo(), highs.getModelStatus()
+    if info.primal_solution_status != highspy.SolutionStatus.kSolutionStatusFeasible:
+        return None, math.inf, False, int(info.mip_node_count)
+    z = np.asarray(highs.getSolution().col_value)
+    optimal = status == highspy.HighsModelStatus.kOptimal
+    return z[:k] - z[k : 2 * k], float(info.mip_dual_bound), optimal, int(info.mip_node_count)
 
 
 class NearFlattestSet:
@@ -162,13 +238,23 @@ class NearFlattestSet:
     def climb(self, mu: torch.Tensor, budget: float, max_steps: int, sign: float = 1.0) -> torch.Tensor:
         """Successive LPs from μ: each step goes to the vertex of P_budget that maximises (``sign`` = 1) or
         minimises (−1) the gradient's linear form, while that raises (lowers) F."""
-        value = sign * self.loss(mu)
+        return self._ascend(
+            mu,
+            budget,
+            max_steps,
+            lambda m: sign * self.loss(m),
+            lambda m: sign * 2.0 * (self.loss.K @ m - self.loss.b),
+        )
+
+    def _ascend(self, mu, budget: float, max_steps: int, value_of, gradient_of) -> torch.Tensor:
+        """Successive LPs for a convex f: μ ← argmax over P_budget of ∇f(μ)ᵀμ (a subgradient will do), while f
+        rises (by convexity the vertex never lowers f; round-off ends it)."""
+        value = value_of(mu)
         for _ in range(max_steps):
-            gradient = 2.0 * (self.loss.K @ mu - self.loss.b)
-            moved = self.vertex(sign * gradient, budget)
+            moved = self.vertex(gradient_of(mu), budget)
             if moved is None:
                 break
-            moved_value = sign * self.loss(moved)
+            moved_value = value_of(moved)
             if moved_value <= value + 1e-12 * abs(value) + 1e-15:
                 break
             mu, value = moved, moved_value
@@ -248,6 +334,53 @@ class NearFlattestSet:
             return best
 
         return self.result(choose, "worst", climbs, slack)
+
+    def largest_path_norm(self, slack: float, *, node_limit: int = PATH_NORM_NODES) -> LargestPathNorm:
+        """The near-flattest network of largest path norm P = ‖μ‖₁ on the dictionary (book, chapter 4,
+        ``prop-ch4-path-norm`` bounds it for every member).  P is convex, so its maximum over P_B is at a vertex,
+        and finding it is a mixed-integer linear program (a sign per atom), solved by HiGHS's branch and bound
+        from the successive-LP climb μ ← argmax_{P_B} sign(μ)ᵀμ started at the flattest measure; its
+        incumbent (feasible to the MIP's tolerance) is replaced by the vertex that maximises its signs, and
+        climbed the same way.  The
+        bound is HiGHS's at B(ε) itself (for p > 1 the network may come from a budget shrunk for the split's
+        rounding, a subset); with ``optimal`` False (``node_limit`` reached) the largest lies between
+        ``path_norm`` and ``bound``."""
+        slack = _check_slack(slack)
+        if not (isinstance(node_limit, int) and node_limit >= 1):
+            raise FlatbookInputError(f"node_limit must be a positive int, got {node_limit!r}.")
+        steps = 50
+        proven: list[tuple[float, bool, int]] = []
+
+        def path_norm(mu):
+            return float(mu.abs().sum())
+
+        def climb(mu, budget):
+            return self._ascend(mu, budget, steps, path_norm, torch.sign)
+
+        def choose(budget):
+            start = climb(self.start, budget)
+            incumbent, bound, optimal, nodes = _largest_l1(
+                self.Phi.cpu().numpy(),
+                self.w.cpu().numpy(),
+                self.y.cpu().numpy(),
+                budget,
+                start.cpu().numpy(),
+                node_limit,
+            )
+            if not proven:  # the bound at B(ε); a shrunk budget's set lies inside it
+                proven.append((bound, optimal, nodes))
+            # the incumbent meets the constraints to the MIP's tolerance only: the vertex maximising its signs (at
+            # least its ‖μ‖₁, to the vertex program's tolerance) replaces it before the climb
+            signs = None if incumbent is None else torch.as_tensor(np.sign(incumbent), dtype=self.X.dtype)
+            vertex = None if signs is None else self.vertex(signs.to(self.X.device), budget)
+            if vertex is None:
+                return start
+            return max((start, climb(vertex, budget)), key=path_norm)
+
+        member = self.result(choose, "path norm", [], slack)
+        found = float(member.net.effective_outer_weights().abs().sum())
+        bound, optimal, nodes = proven[0]
+        return LargestPathNorm(member=member, path_norm=found, bound=max(bound, found), optimal=optimal, nodes=nodes)
 
 
 @dataclass

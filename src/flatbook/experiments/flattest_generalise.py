@@ -20,11 +20,15 @@ says how far from the flattest it is).  Population losses are exact
 (``near=True``), the range of the excess over the near-flattest set {Υ ≤ (1 + ε)Υ_found} for every slack ε
 in ``slacks``: its worst member found (:func:`flatbook.near_flattest.worst_near_flattest`, a lower estimate
 of the worst) and a proven floor of the excess over the measures of that set on the solver's dictionary
-(:func:`flatbook.near_flattest.frank_wolfe_floor`).
+(:func:`flatbook.near_flattest.frank_wolfe_floor`); without noise, at every slack of ``path_norm_slacks``, the
+member of largest path norm on that dictionary, exactly or with a proven bracket
+(:meth:`flatbook.near_flattest.NearFlattestSet.largest_path_norm`).
 
 Tables of :func:`run`: ``runs`` (condition, n, seed, method "flattest" / "control"); ``near`` (condition, n,
-seed, slack: worst, floor, the solver's); ``rates`` and ``local_rates`` (log-log slopes of the excess against
-n, per seed then mean and 95 % interval, for the flattest, the control and the set's worst); ``levels``
+seed, slack: worst, floor, the solver's); ``path_norm`` (noiseless, n, seed, slack: the largest path norm
+found, its proven bound, whether the program closed, the member's Υ, excess and smallest κ); ``rates`` and
+``local_rates`` (log-log slopes of the excess against n, per seed then mean and 95 % interval, for the
+flattest, the control and the set's worst); ``levels``
 (per noisy condition, n and interpolator: (F − F*)/τ², median with its order-statistic interval, 20 %
 trimmed mean, geometric mean with its interval, worst seed); ``verdicts`` (:func:`verdict` of the slope of
 (F − F*)/τ² at fixed noise); ``paired`` (control over flattest on the same data: median log ratio and its
@@ -121,6 +125,10 @@ class Config:
     depth_starts: int = 32
     depth_directions: int = 500
     floor_steps: int = 8
+    #: slacks at which the near-flattest network of largest path norm is computed (noiseless datasets only: the
+    #: condition of eq-path-norm-teacher), and the branch-and-bound nodes each program may explore
+    path_norm_slacks: tuple = (0.05,)
+    path_norm_nodes: int = 20_000
     kappa_directions: int = 2000
     rademacher_draws: int = 6
     balance_d: int = 4
@@ -139,6 +147,7 @@ CONFIGS = {
         rounds=6,
         slacks=(0.01,),
         near_conditions=("fixed noise",),
+        path_norm_slacks=(),
         rademacher_draws=2,
         depth_n=12,
         depth_starts=4,
@@ -157,6 +166,8 @@ CONFIGS = {
         seeds=20,
         rounds=40,
         worst_starts=4,
+        path_norm_slacks=(0.05, 1.0),
+        path_norm_nodes=2_000,
         floor_steps=30,
         rademacher_draws=20,
         conditions=tuple(CONDITIONS),
@@ -204,10 +215,29 @@ def _teacher(config, noise_std, residual_std, seed):
     )
 
 
-def _near_rows(config, X, y, activation, width, teacher, flattest, seed) -> list[dict]:
-    """The range of the excess over the near-flattest set at every slack: worst found, proven floor, solver's."""
+def _near_rows(config, X, y, activation, width, teacher, flattest, seed, noiseless) -> list[dict]:
+    """The range of the excess over the near-flattest set at every slack: worst found, proven floor, solver's
+    (rows ``method`` "near"); without noise, the member of largest path norm at every slack of
+    ``path_norm_slacks`` (rows ``method`` "path")."""
     rows = []
     near = near_flattest_set(X, y, activation, width, teacher, flattest=flattest)  # one dictionary and kernel
+    for slack in config.path_norm_slacks if noiseless else ():
+        largest = near.largest_path_norm(slack, node_limit=config.path_norm_nodes)
+        rows.append(
+            {
+                "method": "path",
+                "slack": slack,
+                "path_norm": largest.path_norm,
+                "path_norm_bound": largest.bound,
+                "optimal": largest.optimal,
+                "nodes": largest.nodes,
+                "upsilon": largest.member.upsilon,
+                "excess": largest.member.excess,
+                "kappa_min": float(unit_flatness_weights(largest.member.net.directions(), X, activation).min()),
+                "flattest_upsilon": largest.member.flattest_upsilon,
+                "dictionary": int(near.U.shape[0]),
+            }
+        )
     for slack in config.slacks:
         worst = near.worst(slack, starts=config.worst_starts, seed=seed)
         floor = frank_wolfe_floor(near, slack, steps=config.floor_steps)
@@ -361,7 +391,10 @@ def _point(config, noise_std, residual_std, n, seed, near=False):
     for row in rows:
         row["certified_factor"] = row["upsilon"] / flattest.lower
     if near:
-        rows += [{**common, **row} for row in _near_rows(config, X, y, activation, m, teacher, flattest, seed)]
+        noiseless = noise_std == 0 and residual_std == 0
+        rows += [
+            {**common, **row} for row in _near_rows(config, X, y, activation, m, teacher, flattest, seed, noiseless)
+        ]
     return rows
 
 
@@ -726,11 +759,13 @@ def run(config: Config, jobs: int | None = None, backend: str | None = None) -> 
     )
     runs = [r for r in every if r["method"] in ("flattest", "control")]
     near_rows = [r for r in every if r["method"] == "near"]
+    path_rows = [r for r in every if r["method"] == "path"]
     rates, local, verdicts = _rates(runs, near_rows, config)
     measure, measure_slopes = _measure(runs, config)
     return {
         "runs": runs,
         "near": near_rows,
+        "path_norm": path_rows,
         "rates": rates,
         "local_rates": local,
         "levels": _levels(runs, near_rows),
