@@ -14,6 +14,7 @@ from flatbook.margins import (
     neuron_cost_margin,
     normalised_margin,
     q_margin,
+    rebalanced,
     smallest_margin,
 )
 from flatbook.mirror import get_potential, neuron_cost_exponent
@@ -126,6 +127,58 @@ def test_kkt_residual_vanishes_at_a_kkt_point_and_not_away_from_it(name, params)
     assert abs(grown.relative - at.relative) < 1e-6  # a property of the direction only
     moved = kkt_residual(TwoLayerNet(1.1 * net.a, net.theta + 0.05, "quadratic"), X, y, potential)
     assert moved.relative > 0.1, moved
+
+
+def horizon_objective(net, potential):
+    """φ_α(a)^α + φ_α(θ)^α, the max-margin problem's objective (eq. kkt)."""
+    alpha = potential.horizon_degree
+    return float(potential.horizon(net.a) ** alpha + potential.horizon(net.theta.reshape(-1)) ** alpha)
+
+
+@pytest.mark.parametrize("activation", ["relu", "quadratic"])
+@pytest.mark.parametrize(
+    "name, params", [("euclidean", {}), ("p_norm", {"p": 3.0}), ("hyperbolic_entropy", {"beta": 0.1})]
+)
+def test_rebalanced_keeps_the_function_and_is_the_least_objective_on_the_orbit(activation, name, params):
+    """Same outputs; the objective at most its value at the network itself and at 300 random rescalings; and per
+    neuron no value on a grid of 4001 scales s ∈ [e^-4, e^4] of that neuron alone is below it (to the grid's
+    resolution), the whole objective evaluated each time."""
+    potential = get_potential(name, **params)
+    net, X, _ = classified(activation, seed=3)
+    balanced = rebalanced(net, potential)
+    torch.testing.assert_close(balanced(X), net(X), rtol=1e-12, atol=1e-12)
+    least = horizon_objective(balanced, potential)
+    assert least <= horizon_objective(net, potential) * (1 + 1e-12)
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(300):
+        scale = torch.exp(torch.randn(net.width, generator=gen, dtype=torch.float64))
+        assert least <= horizon_objective(balanced.rescale(scale), potential) * (1 + 1e-12)
+    grid = torch.exp(torch.linspace(-4.0, 4.0, 4001, dtype=torch.float64))
+    for j in range(net.width):
+        values = []
+        for s in grid[::40]:  # a coarse pass, then a fine one around its best
+            scale = torch.ones(net.width, dtype=torch.float64)
+            scale[j] = s
+            values.append(horizon_objective(balanced.rescale(scale), potential))
+        best = int(np.argmin(values)) * 40
+        for s in grid[max(best - 40, 0) : best + 41]:
+            scale = torch.ones(net.width, dtype=torch.float64)
+            scale[j] = s
+            assert horizon_objective(balanced.rescale(scale), potential) >= least * (1 - 1e-12)
+
+
+@pytest.mark.parametrize(
+    "name, params", [("euclidean", {}), ("p_norm", {"p": 3.0}), ("hyperbolic_entropy", {"beta": 0.1})]
+)
+def test_a_kkt_point_is_already_balanced_in_its_own_problem(name, params):
+    """Stationarity along the rescalings (which keep every margin): re-balancing a constructed KKT point moves
+    it by no more than SLSQP's tolerance, and its residual stays at 0 to that tolerance."""
+    potential = get_potential(name, **params)
+    net, X, y = max_margin_point(potential)
+    balanced = rebalanced(net, potential)
+    live = (net.a.abs() > 1e-6) & (net.theta.norm(dim=1) > 1e-6)
+    torch.testing.assert_close(balanced.a[live], net.a[live], rtol=1e-4, atol=0)
+    assert kkt_residual(balanced, X, y, potential).relative < 1e-5
 
 
 def test_zero_mass_counts_the_light_coordinates_of_an_l1_point_as_zero():

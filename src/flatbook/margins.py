@@ -30,6 +30,7 @@ __all__ = [
     "neuron_cost_margin",
     "KKTResidual",
     "kkt_residual",
+    "rebalanced",
 ]
 
 
@@ -173,3 +174,22 @@ def kkt_residual(
     residual = torch.cat([gradient[smooth] - combination[smooth], (combination[zero].abs() - 1).clamp(min=0)])
     relative = float(residual.norm() / gradient.norm())
     return KKTResidual(relative, mu_t, active)
+
+
+def rebalanced(net, outer: Potential | str, inner: Potential | str | None = None):
+    """The network on the rescaling orbit of ``net`` (the same function) where the max-margin problem's objective
+    φ_α(a)^α + φ_α(θ)^α of eq. ``eq-kkt`` is least.
+
+    The horizons are norms whose α-th power adds over coordinates (the ℓ_α horizons), so the objective is a sum
+    over neurons; along (s^{−c} a_j, s θ_j) neuron j contributes A s^{−cα} + T s^{α} with A = φ(a_j)^α and
+    T = φ(θ_j)^α, least at s^{α(1+c)} = cA/T.  A KKT point is stationary along every such rescaling, which keeps
+    every margin, so it is balanced in this sense; comparing another direction with it in this problem's KKT
+    conditions is fair only after this re-balance.  A neuron with a_j = 0 or θ_j = 0 is left as it is."""
+    outer, inner = _same_horizon(outer, inner, "the re-balance")
+    alpha, c = outer.horizon_degree, net.activation.degree
+    A = torch.stack([outer.horizon(a_j.reshape(1)) for a_j in net.a]) ** alpha
+    T = torch.stack([inner.horizon(theta_j) for theta_j in net.theta]) ** alpha
+    live = (A > 0) & (T > 0)
+    scale = torch.ones_like(A)
+    scale[live] = (c * A[live] / T[live]) ** (1.0 / (alpha * (1.0 + c)))
+    return net.rescale(scale)

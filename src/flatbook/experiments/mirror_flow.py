@@ -9,7 +9,7 @@ Tables:
   margins, the dual potential Q(∇R(w)) and the active neurons along training;
 - ``kkt``: per main potential and seed, the KKT residual (book eq. ``eq-kkt``) of
   the direction reached when the loss first drops below each of ``kkt_losses``,
-  with two active sets, and in every main potential's problem;
+  with two active sets, and in every main potential's problem, as trained and re-balanced into that problem;
 - ``rates``: per potential and seed, the exponents of Q(∇R(w)) and of t·L against
   g = log(1/L), fitted late in training (book eq. ``eq-rates``);
 - ``solutions``: per potential and seed, the final margins (also in each
@@ -43,7 +43,15 @@ import torch
 from ..backend import default_device
 from ..data import digits_parity, teacher_student_classification
 from ..errors import FlatbookInputError
-from ..margins import kkt_residual, neuron_cost_margin, normalised_margin, parameters, q_margin, smallest_margin
+from ..margins import (
+    kkt_residual,
+    neuron_cost_margin,
+    normalised_margin,
+    parameters,
+    q_margin,
+    rebalanced,
+    smallest_margin,
+)
 from ..mirror import balance, get_potential
 from ..network import TwoLayerNet
 from ..tables import column, group, index, one, where
@@ -264,14 +272,17 @@ def _kkt(config: Config, net: TwoLayerNet, data, potential) -> dict:
       slackness to that fraction);
     - ``window``: active samples whose loss weight e^{−y_i h_i} is at least 1 / ``kkt_weight_ratio`` of the largest,
       a fixed set of samples, whose slack log(ratio) / g shrinks as g = min_i y_i h_i grows; the same window in
-      every main potential's problem (``window <label>``): the contrast, the other potentials' KKT conditions.
+      every main potential's problem (``window <label>``): the contrast, the other potentials' KKT conditions;
+      and ``balanced <label>``, the same after the network is re-balanced into that problem's balance
+      (:func:`~flatbook.margins.rebalanced`: the same function, the point of its rescaling orbit a KKT point of
+      that problem would have to be at).
     """
     g = smallest_margin(net, data.X, data.y)
     window = math.log(config.kkt_weight_ratio) / g
 
-    def residual(problem, active_tol):
+    def residual(problem, active_tol, of=net):
         zero_mass = config.kkt_zero_mass if problem.horizon_degree == 1 else 0.0
-        return kkt_residual(net, data.X, data.y, problem, active_tol=active_tol, zero_mass=zero_mass)
+        return kkt_residual(of, data.X, data.y, problem, active_tol=active_tol, zero_mass=zero_mass)
 
     relative, own = residual(potential, config.kkt_active_slack), residual(potential, window)
     row = {
@@ -284,6 +295,7 @@ def _kkt(config: Config, net: TwoLayerNet, data, potential) -> dict:
     for label, _, _ in MAIN_POTENTIALS:
         problem, _ = run_potentials(label)
         row[f"window {label}"] = own.relative if problem == potential else residual(problem, window).relative
+        row[f"balanced {label}"] = residual(problem, window, rebalanced(net, problem)).relative
     if potential.horizon_degree == 1:
         row["strict"] = kkt_residual(net, data.X, data.y, potential).relative
     return row
