@@ -192,17 +192,19 @@ def test_flattest_generalise_tables():
 
 
 def test_the_largest_path_norm_rows_bracket_every_member_found():
-    """Without noise, the member of largest path norm at a slack: its path norm lies at most at its proven bound,
-    which lies above the path norm of the set's other members found at that slack (the solver's network and the
-    worst-excess member, up to HiGHS's gap), and below the bound of eq-path-norm-teacher; with noise no such row."""
+    """Without noise, the member of largest path norm at a slack: its path norm lies at most at HiGHS's bound,
+    which lies above the path norm of the set's other measures found at that slack (the solver's network and the
+    worst-excess member), and below the bound of eq-path-norm-teacher; the largest over networks is at least the
+    largest over measures; with noise no such row."""
     config = dataclasses.replace(flattest_generalise.CONFIGS["smoke"], slacks=(0.05,), path_norm_slacks=(0.05,))
     rows = flattest_generalise._point(config, 0.0, 0.0, 12, 0, near=True)
     (path,) = [r for r in rows if r["method"] == "path"]
     (near,) = [r for r in rows if r["method"] == "near"]
     (flattest,) = [r for r in rows if r["method"] == "flattest"]
-    assert path["optimal"] and path["path_norm"] <= path["path_norm_bound"] * (1 + 1e-9)
-    for member in (near["worst_path_norm"], flattest["path_norm"]):
-        assert member <= path["path_norm_bound"] * (1 + 2e-4)  # HiGHS's relative gap
+    assert path["optimal"] and path["path_norm"] <= path["path_norm_bound"] * (1 + 1e-6)
+    for member in (near["worst_path_norm"], flattest["path_norm"]):  # measures of the set: below the bound
+        assert member <= path["path_norm_bound"] * (1 + 1e-6)  # 1e3 times HiGHS's feasibility tolerance
+    assert path["network_path_norm"] >= path["path_norm"] * (1 - 1e-12)  # every measure is a network too
     assert path["upsilon"] <= 1.05 * path["flattest_upsilon"] * (1 + 1e-9)
     assert flattest["stop"] == "converged"
     ceiling = 1.05 * (1 + config.tol) * path["teacher_upsilon"] / path["kappa_min"]  # eq-path-norm-teacher

@@ -86,16 +86,24 @@ class NearFlattest:
 
 @dataclass
 class LargestPathNorm:
-    """The member of the near-flattest set with the largest path norm P = Σ_j |ã_j| = ‖μ‖₁ found on the
-    dictionary, and a proven upper bound on that largest (:meth:`NearFlattestSet.largest_path_norm`)."""
+    """The near-flattest networks of largest path norm P = Σ_j |ã_j| found on the dictionary
+    (:meth:`NearFlattestSet.largest_path_norm`), in two senses.
 
-    member: NearFlattest  #: its network, Υ and exact excess (``kind`` "path norm")
-    path_norm: float  #: P(member.net): a lower end of the largest path norm over the set on the dictionary
-    #: proven: every measure of P_B(ε) on the dictionary, so every width-m network on it with Υ ≤ (1 + ε)Υ_best,
-    #: has P ≤ bound (HiGHS's branch-and-bound bound, up to its tolerances; never below ``path_norm``)
+    Over **measures** (one signed weight per direction): ``member``, ``path_norm`` and HiGHS's ``bound``.  Over
+    **networks** (p = 1 only): a network may carry two neurons of opposite sign on one direction, a cancelling
+    pair that adds to P and leaves the function alone; ``network`` and ``network_path_norm`` are the largest then,
+    a linear program's optimum."""
+
+    member: NearFlattest  #: the measure's network (one neuron per atom, split), Υ and exact excess ("path norm")
+    path_norm: float  #: P(member.net): a lower end of the largest ‖μ‖₁ over the measures of P_B(ε)
+    #: HiGHS's branch-and-bound upper bound on max ‖μ‖₁ over P_B(ε) (valid up to its feasibility tolerances)
     bound: float
-    optimal: bool  #: HiGHS proved its incumbent optimal (to its relative gap, 1e-4); else its node limit stopped it
+    optimal: bool  #: HiGHS proved ``path_norm`` within its relative gap (PATH_NORM_GAP) of ``bound``
     nodes: int  #: branch-and-bound nodes explored
+    #: p = 1: the width-≤ m network on the dictionary with Υ ≤ (1 + ε)Υ_best of largest P (None for p ≠ 1,
+    #: where a two-signed measure would have to be split into copies)
+    network: TwoLayerNet | None = None
+    network_path_norm: float | None = None  #: its P, the linear program's optimum (to its tolerance)
 
 
 class _VertexProgram:
@@ -129,6 +137,16 @@ class _VertexProgram:
         self.highs.setOptionValue("simplex_strategy", 4)
         self.highs.passModel(lp)
 
+    def largest_total(self, budget: float) -> tuple[np.ndarray, np.ndarray] | None:
+        """(z⁺, z⁻) maximising Σ_j (z⁺_j + z⁻_j) over the model's constraints, or None when they are empty."""
+        self.highs.changeColsCost(2 * self.k, np.arange(2 * self.k, dtype=np.int32), np.ones(2 * self.k))
+        self.highs.changeRowBounds(self.n, -highspy.kHighsInf, budget)
+        self.highs.run()
+        if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
+        z = np.asarray(self.highs.getSolution().col_value)
+        return z[: self.k], z[self.k :]
+
     def argmax(self, c: np.ndarray, budget: float) -> np.ndarray | None:
         """The maximising vertex μ, or None when P_budget is empty."""
         self.highs.changeColsCost(2 * self.k, np.arange(2 * self.k, dtype=np.int32), np.concatenate([c, -c]))
@@ -144,6 +162,10 @@ class _VertexProgram:
 #: reports its incumbent and its proven bound (a node limit, unlike a time limit, gives the same answer on any
 #: machine)
 PATH_NORM_NODES = 20_000
+#: the relative gap at which HiGHS calls the largest-path-norm program solved
+PATH_NORM_GAP = 1e-4
+#: HiGHS's primal and MIP feasibility tolerances in that program (its defaults are 1e-7 and 1e-6)
+PATH_NORM_FEASIBILITY = 1e-9
 
 
 def _largest_l1(
@@ -153,8 +175,8 @@ def _largest_l1(
     binary b_j per atom, z⁺_j ≤ (B/w_j) b_j and z⁻_j ≤ (B/w_j)(1 − b_j), so that at most one side of each atom
     is used (the budget row implies both caps, so the program's maximum is the maximum over P_B).  HiGHS's
     branch and bound, warm-started at ``start`` (a point of P_B).  Returns the incumbent μ (None if none),
-    HiGHS's proven upper bound on the maximum, whether it proved the incumbent optimal (to its relative gap,
-    1e-4 by default), and the nodes explored."""
+    HiGHS's upper bound on the maximum, whether it proved the incumbent optimal (to ``PATH_NORM_GAP``), and the
+    nodes explored."""
     n, k = Phi.shape
     cap = budget / w
     eye, zero = scipy.sparse.identity(k, format="csc"), scipy.sparse.csc_matrix((k, k))
@@ -181,6 +203,9 @@ def _largest_l1(
     highs = highspy.Highs()
     highs.setOptionValue("output_flag", False)
     highs.setOptionValue("mip_max_nodes", node_limit)
+    highs.setOptionValue("mip_rel_gap", PATH_NORM_GAP)
+    highs.setOptionValue("primal_feasibility_tolerance", PATH_NORM_FEASIBILITY)
+    highs.setOptionValue("mip_feasibility_tolerance", PATH_NORM_FEASIBILITY)
     highs.passModel(lp)
     warm = highspy.HighsSolution()
     warm.col_value = list(np.concatenate([np.clip(start, 0.0, None), np.clip(-start, 0.0, None), 1.0 * (start > 0)]))
@@ -228,11 +253,15 @@ class NearFlattestSet:
         """F(μ) − F*, exact."""
         return self.loss(mu) - self.loss.bayes_risk
 
-    def vertex(self, objective: torch.Tensor, budget: float) -> torch.Tensor | None:
-        """argmax objectiveᵀμ over P_budget (HiGHS), or None if it is empty at this budget."""
+    def _program(self) -> _VertexProgram:
+        """The HiGHS model of P_B, built at the first use."""
         if self._vertex_lp is None:
             self._vertex_lp = _VertexProgram(self.Phi.cpu().numpy(), self.w.cpu().numpy(), self.y.cpu().numpy())
-        mu = self._vertex_lp.argmax(objective.cpu().numpy(), budget)
+        return self._vertex_lp
+
+    def vertex(self, objective: torch.Tensor, budget: float) -> torch.Tensor | None:
+        """argmax objectiveᵀμ over P_budget (HiGHS), or None if it is empty at this budget."""
+        mu = self._program().argmax(objective.cpu().numpy(), budget)
         return None if mu is None else torch.as_tensor(mu, dtype=self.X.dtype, device=self.X.device)
 
     def climb(self, mu: torch.Tensor, budget: float, max_steps: int, sign: float = 1.0) -> torch.Tensor:
@@ -336,15 +365,19 @@ class NearFlattestSet:
         return self.result(choose, "worst", climbs, slack)
 
     def largest_path_norm(self, slack: float, *, node_limit: int = PATH_NORM_NODES) -> LargestPathNorm:
-        """The near-flattest network of largest path norm P = ‖μ‖₁ on the dictionary (book, chapter 4,
-        ``prop-ch4-path-norm`` bounds it for every member).  P is convex, so its maximum over P_B is at a vertex,
-        and finding it is a mixed-integer linear program (a sign per atom), solved by HiGHS's branch and bound
-        from the successive-LP climb μ ← argmax_{P_B} sign(μ)ᵀμ started at the flattest measure; its
-        incumbent (feasible to the MIP's tolerance) is replaced by the vertex that maximises its signs, and
-        climbed the same way.  The
-        bound is HiGHS's at B(ε) itself (for p > 1 the network may come from a budget shrunk for the split's
-        rounding, a subset); with ``optimal`` False (``node_limit`` reached) the largest lies between
-        ``path_norm`` and ``bound``."""
+        """The near-flattest networks of largest path norm P on the dictionary (book, chapter 4,
+        ``prop-ch4-path-norm`` bounds P for every member), over measures and over networks (see
+        :class:`LargestPathNorm`).
+
+        Over measures P = ‖μ‖₁ is convex, so its maximum over P_B is at a vertex, and finding it is a
+        mixed-integer linear program (a sign per atom), solved by HiGHS's branch and bound from the successive-LP
+        climb μ ← argmax_{P_B} sign(μ)ᵀμ started at the flattest measure; its incumbent (feasible to the MIP's
+        tolerance) is replaced by the vertex that maximises its signs, and climbed the same way.  The bound is
+        HiGHS's at B(ε) itself (for p > 1 the member may come from a budget shrunk for the split's rounding, a
+        subset); with ``optimal`` False (``node_limit`` reached) the largest lies between ``path_norm`` and
+        ``bound``.  Over networks (p = 1) dropping the signs' binaries leaves a linear program: z⁺_j and z⁻_j
+        both positive are two neurons of opposite sign on u_j, whose Υ is w_j(z⁺_j + z⁻_j) and P the same sum
+        over w_j."""
         slack = _check_slack(slack)
         if not (isinstance(node_limit, int) and node_limit >= 1):
             raise FlatbookInputError(f"node_limit must be a positive int, got {node_limit!r}.")
@@ -380,7 +413,41 @@ class NearFlattestSet:
         member = self.result(choose, "path norm", [], slack)
         found = float(member.net.effective_outer_weights().abs().sum())
         bound, optimal, nodes = proven[0]
-        return LargestPathNorm(member=member, path_norm=found, bound=max(bound, found), optimal=optimal, nodes=nodes)
+        # a member found above HiGHS's bound (beyond its feasibility tolerances) would make the bound false
+        if found > bound * (1.0 + 1e3 * PATH_NORM_FEASIBILITY):
+            raise SolverError(f"HiGHS's bound {bound:.9g} on the largest path norm is below a member's {found:.9g}.")
+        network = self._largest_network(slack) if self.activation.p == 1 else None
+        return LargestPathNorm(
+            member=member,
+            path_norm=found,
+            bound=bound,
+            optimal=optimal,
+            nodes=nodes,
+            network=network,
+            network_path_norm=None if network is None else float(network.effective_outer_weights().abs().sum()),
+        )
+
+    def _largest_network(self, slack: float) -> TwoLayerNet:
+        """p = 1: the network of largest P with Υ ≤ (1 + ε)Υ_best on the dictionary, from the linear program of
+        :meth:`_VertexProgram.largest_total` (a basic solution: at most n + 1 neurons), checked."""
+        found = self._program().largest_total(self.budget_at(slack))
+        if found is None:
+            raise SolverError("the near-flattest set is empty on its own dictionary; report this.")
+        plus, minus = (torch.as_tensor(z, dtype=self.X.dtype, device=self.X.device) for z in found)
+        floor = 1e-12 * float(torch.cat([plus, minus]).max())
+        a = torch.cat([plus[plus > floor], -minus[minus > floor]])
+        theta = torch.cat([self.U[plus > floor], self.U[minus > floor]])
+        if a.shape[0] > self.width:
+            raise FlatbookInputError(
+                f"the network of largest path norm has {a.shape[0]} neurons, more than width = {self.width}; "
+                "ask for a larger width."
+            )
+        net = TwoLayerNet(a, theta, self.activation)
+        residual = float((net(self.X) - self.y).abs().max()) / float(self.y.abs().max())
+        ceiling = (1.0 + slack) * self.flattest.upper
+        if residual > 1e-8 or min_flatness(net, self.X, self.y) > ceiling * (1.0 + 1e-9):
+            raise SolverError("the network of largest path norm left the near-flattest set; report this.")
+        return net
 
 
 @dataclass

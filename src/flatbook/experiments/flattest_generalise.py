@@ -26,7 +26,8 @@ member of largest path norm on that dictionary, exactly or with a proven bracket
 
 Tables of :func:`run`: ``runs`` (condition, n, seed, method "flattest" / "control"); ``near`` (condition, n,
 seed, slack: worst, floor, the solver's); ``path_norm`` (noiseless, n, seed, slack: the largest path norm
-found, its proven bound, whether the program closed, the member's Υ, excess and smallest κ); ``rates`` and
+over measures found, HiGHS's bound on it, whether the program closed, the member's Υ, excess and smallest κ; the
+largest over networks); ``rates`` and
 ``local_rates`` (log-log slopes of the excess against n, per seed then mean and 95 % interval, for the
 flattest, the control and the set's worst); ``levels``
 (per noisy condition, n and interpolator: (F − F*)/τ², median with its order-statistic interval, 20 %
@@ -229,6 +230,7 @@ def _near_rows(config, X, y, activation, width, teacher, flattest, seed, noisele
                 "slack": slack,
                 "path_norm": largest.path_norm,
                 "path_norm_bound": largest.bound,
+                "network_path_norm": largest.network_path_norm,
                 "optimal": largest.optimal,
                 "nodes": largest.nodes,
                 "upsilon": largest.member.upsilon,
