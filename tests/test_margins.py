@@ -167,6 +167,21 @@ def test_rebalanced_keeps_the_function_and_is_the_least_objective_on_the_orbit(a
             assert horizon_objective(balanced.rescale(scale), potential) >= least * (1 - 1e-12)
 
 
+def test_rebalanced_leaves_a_neuron_with_a_zero_layer_as_it_is():
+    """a_j = 0 or θ_j = 0: the infimum over the orbit is not attained (it sends the other layer to 0), so such a
+    neuron keeps its weights; the others are re-balanced as usual."""
+    net, X, _ = classified("relu", seed=3)
+    a, theta = net.a.clone(), net.theta.clone()
+    a[0], theta[1] = 0.0, 0.0
+    dead = TwoLayerNet(a, theta, "relu")
+    balanced = rebalanced(dead, "euclidean")
+    assert float(balanced.a[0]) == 0.0 and torch.equal(balanced.theta[0], dead.theta[0])
+    assert float(balanced.a[1]) == float(dead.a[1]) and float(balanced.theta[1].abs().sum()) == 0.0
+    torch.testing.assert_close(balanced(X), dead(X), rtol=1e-12, atol=1e-12)
+    live = balanced.a[2:].abs() / balanced.theta[2:].norm(dim=1)  # ℓ2, c = 1: |a_j| = ‖θ_j‖ at the balance
+    torch.testing.assert_close(live, torch.ones_like(live), rtol=1e-12, atol=0)
+
+
 @pytest.mark.parametrize(
     "name, params", [("euclidean", {}), ("p_norm", {"p": 3.0}), ("hyperbolic_entropy", {"beta": 0.1})]
 )

@@ -275,7 +275,8 @@ def _kkt(config: Config, net: TwoLayerNet, data, potential) -> dict:
       every main potential's problem (``window <label>``): the contrast, the other potentials' KKT conditions;
       and ``balanced <label>``, the same after the network is re-balanced into that problem's balance
       (:func:`~flatbook.margins.rebalanced`: the same function, the point of its rescaling orbit a KKT point of
-      that problem would have to be at).
+      that problem would have to be at), for the problems whose horizon is not ℓ1 (there the light coordinates
+      counted as zero, a share of ‖w‖₁, change under a rescaling).
     """
     g = smallest_margin(net, data.X, data.y)
     window = math.log(config.kkt_weight_ratio) / g
@@ -295,7 +296,8 @@ def _kkt(config: Config, net: TwoLayerNet, data, potential) -> dict:
     for label, _, _ in MAIN_POTENTIALS:
         problem, _ = run_potentials(label)
         row[f"window {label}"] = own.relative if problem == potential else residual(problem, window).relative
-        row[f"balanced {label}"] = residual(problem, window, rebalanced(net, problem)).relative
+        if problem.horizon_degree != 1:  # the ℓ1 residual's zero-mass convention is not invariant under rescaling
+            row[f"balanced {label}"] = residual(problem, window, rebalanced(net, problem)).relative
     if potential.horizon_degree == 1:
         row["strict"] = kkt_residual(net, data.X, data.y, potential).relative
     return row
