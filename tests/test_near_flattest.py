@@ -15,6 +15,7 @@ from flatbook.errors import FlatbookInputError, SolverError
 from flatbook.flatness import min_flatness, unit_flatness_weights
 from flatbook.near_flattest import (
     PATH_NORM_GAP,
+    PATH_NORM_MARGIN,
     best_near_flattest,
     frank_wolfe_floor,
     near_flattest_set,
@@ -94,8 +95,8 @@ def test_the_largest_path_norm_is_the_enumerated_vertices_largest(name):
         found = near.largest_path_norm(slack)
         budget = near.budget_at(slack)
         largest = max(float(np.abs(mu).sum()) for mu in vertices(Phi, w, y.numpy(), budget))
-        assert found.optimal and largest * (1 - 1e-9) <= found.bound <= largest * (1 + PATH_NORM_GAP)
-        assert found.path_norm <= found.bound * (1 + 1e-9)
+        assert found.optimal and largest * (1 - PATH_NORM_MARGIN) <= found.bound <= largest * (1 + PATH_NORM_GAP)
+        assert found.path_norm <= found.bound * (1 + PATH_NORM_MARGIN)
         member = found.member
         assert member.kind == "path norm" and member.upsilon <= (1 + slack) * flattest.upper * (1 + 1e-9)
         torch.testing.assert_close(member.net(X), y, rtol=0, atol=1e-8)
@@ -107,7 +108,7 @@ def test_the_largest_path_norm_is_the_enumerated_vertices_largest(name):
         assert found.path_norm == pytest.approx(largest, rel=1e-9)
         networks = max(float(plus.sum() + minus.sum()) for plus, minus in vertices(Phi, w, y.numpy(), budget, True))
         assert found.network_path_norm == pytest.approx(networks, rel=1e-9)
-        assert found.network_path_norm >= found.path_norm * (1 - 1e-12)
+        assert found.network_path_norm >= found.path_norm * (1 - PATH_NORM_MARGIN)
         net = found.network
         assert net.width <= 40 and min_flatness(net, X, y) <= (1 + slack) * flattest.upper * (1 + 1e-9)
         torch.testing.assert_close(net(X), y, rtol=0, atol=1e-8)
@@ -123,8 +124,10 @@ def test_a_path_norm_program_stopped_by_its_node_limit_still_brackets_the_larges
     near = near_flattest_set(X, y, "relu", 32, teacher, rounds=10)
     full = near.largest_path_norm(0.3)
     stopped = near.largest_path_norm(0.3, node_limit=1)
-    assert full.optimal and stopped.nodes <= full.nodes
-    assert stopped.path_norm <= full.bound * (1 + 1e-9) and stopped.bound >= full.path_norm * (1 - 1e-9)
+    assert full.optimal
+    assert not stopped.optimal, "this instance must need more than the root node: choose one that does"
+    margin = 1 + PATH_NORM_MARGIN
+    assert stopped.path_norm <= full.bound * margin and stopped.bound * margin >= full.path_norm
     climbed = near._ascend(near.start, near.budget_at(0.3), 50, lambda m: float(m.abs().sum()), torch.sign)
     assert float(climbed.abs().sum()) <= full.path_norm * (1 + 1e-9)
     assert float(near.start.abs().sum()) <= float(climbed.abs().sum()) * (1 + 1e-12)

@@ -164,8 +164,12 @@ class _VertexProgram:
 PATH_NORM_NODES = 20_000
 #: the relative gap at which HiGHS calls the largest-path-norm program solved
 PATH_NORM_GAP = 1e-4
-#: HiGHS's primal and MIP feasibility tolerances in that program (its defaults are 1e-7 and 1e-6)
+#: HiGHS's primal, dual and MIP feasibility tolerances in that program (its defaults are 1e-7, 1e-7 and 1e-6)
 PATH_NORM_FEASIBILITY = 1e-9
+#: the relative margin within which a member found may exceed HiGHS's bound before the bound is called false: a
+#: rule of thumb, a thousand times the tolerances above (the bound's LP relaxations and the members' vertex
+#: programs each meet their constraints only to their tolerance)
+PATH_NORM_MARGIN = 1e3 * PATH_NORM_FEASIBILITY
 
 
 def _largest_l1(
@@ -205,6 +209,7 @@ def _largest_l1(
     highs.setOptionValue("mip_max_nodes", node_limit)
     highs.setOptionValue("mip_rel_gap", PATH_NORM_GAP)
     highs.setOptionValue("primal_feasibility_tolerance", PATH_NORM_FEASIBILITY)
+    highs.setOptionValue("dual_feasibility_tolerance", PATH_NORM_FEASIBILITY)
     highs.setOptionValue("mip_feasibility_tolerance", PATH_NORM_FEASIBILITY)
     highs.passModel(lp)
     warm = highspy.HighsSolution()
@@ -414,7 +419,7 @@ class NearFlattestSet:
         found = float(member.net.effective_outer_weights().abs().sum())
         bound, optimal, nodes = proven[0]
         # a member found above HiGHS's bound (beyond its feasibility tolerances) would make the bound false
-        if found > bound * (1.0 + 1e3 * PATH_NORM_FEASIBILITY):
+        if found > bound * (1.0 + PATH_NORM_MARGIN):
             raise SolverError(f"HiGHS's bound {bound:.9g} on the largest path norm is below a member's {found:.9g}.")
         network = self._largest_network(slack) if self.activation.p == 1 else None
         return LargestPathNorm(
