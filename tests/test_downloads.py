@@ -17,10 +17,12 @@ temporary folder, with every page that reads files in any other way.  After the 
 must again hold no raw role (the notebook's own formatter cell resolves them) and must equal the saved ones.
 """
 
+import io
 import json
 import re
 import shutil
 import sys
+import tokenize
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -118,7 +120,10 @@ def dead_links(notebook: dict, html_dir: Path) -> list[str]:
 
 
 def reads_files(notebook: dict) -> bool:
-    return any(cell["cell_type"] == "code" and READS_FILES.search(_text(cell["source"])) for cell in notebook["cells"])
+    return any(
+        cell["cell_type"] == "code" and READS_FILES.search(without_comments(_text(cell["source"])))
+        for cell in notebook["cells"]
+    )
 
 
 def _downloaded(html_dir: Path, page: str) -> dict:
@@ -166,10 +171,21 @@ def test_the_checks_catch_what_they_look_for(html_dir):
 READS_COMMITTED = re.compile(r"paper_results\.(?:complete_run|run_status)\(\"(\w+)\"\)")
 
 
+def without_comments(source: str) -> str:
+    """The code with its comments removed: a comment that names a file reads none.  A cell that is not Python
+    (a magic) is kept whole."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return source
+    return tokenize.untokenize(t for t in tokens if t.type != tokenize.COMMENT)
+
+
 def chapter_code(notebook: dict) -> list[str]:
-    """The source of every code cell the chapter wrote (not those the download menu's copy adds before them)."""
+    """The source, without comments, of every code cell the chapter wrote (not those the download menu's copy
+    adds before them)."""
     return [
-        _text(cell["source"])
+        without_comments(_text(cell["source"]))
         for cell in notebook["cells"]
         if cell["cell_type"] == "code" and cell.get("id") not in notebook_download.ADDED_CELLS
     ]
@@ -238,6 +254,8 @@ def test_the_checks_for_committed_results_catch_what_they_look_for():
     reads = {"cells": [carried, {"cell_type": "code", "source": 'paper = paper_results.complete_run("convex_dual")'}]}
     assert committed_results_read(reads) == {"convex_dual"} and not reads_other_files(reads)
     assert reads_other_files({"cells": [{"cell_type": "code", "source": 'Path("paper_scale") / "x.json"'}]})
+    commented = {"cells": [{"cell_type": "code", "source": "# the run in book/paper_scale/results\nx = 1  # open("}]}
+    assert not reads_other_files(commented) and not reads_files(commented)
     status = {"cells": [{"cell_type": "code", "source": 'glue("s", paper_results.run_status("mirror_flow"))'}]}
     assert committed_results_read(status) == {"mirror_flow"} and not reads_other_files(status)
 
