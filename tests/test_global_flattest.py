@@ -559,7 +559,10 @@ def test_the_relu_family_is_polished_above_three_dimensions(name, monkeypatch):
     assert abs(float(first[0][0] @ teacher.theta_star[0])) == pytest.approx(1.0, abs=1e-9)
     assert len(slides) == sum(found is None for found in polished)
     assert result.upper <= teacher_upsilon(teacher, X, name, 60) * (1 + 1e-9)
-    assert result.lower <= result.lower_estimate <= result.upper
+    # the estimate is capped at V of the column generation's atoms; the network is built from those atoms moved off
+    # their hyperplanes (by 1e-9 relative) and refitted, which moves Υ by that much times the refit's conditioning:
+    # 1e-6 allows a condition number of 1e3 (the round-off of that step changes with the number of threads)
+    assert result.lower <= result.lower_estimate <= result.upper * (1 + 1e-6)
     torch.testing.assert_close(result.net(X), y, rtol=0, atol=1e-9)
     monkeypatch.setattr(column_generation, "polish_atoms", lambda *args, **kwargs: polished.append("called") or None)
     polished.clear()
