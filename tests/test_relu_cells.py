@@ -11,7 +11,7 @@ from scipy.optimize import minimize
 from flatbook import get_activation
 from flatbook.errors import FlatbookInputError
 from flatbook.flatness import unit_flatness_weights
-from flatbook.relu_cells import kappa_infimum
+from flatbook.relu_cells import FACE_NUDGE, INSIDE_KAPPA_TOL, kappa_infimum
 
 
 def sphere_points(d: int, count: int) -> torch.Tensor:
@@ -83,11 +83,16 @@ def check_against_brute_force(X, activation):
     assert reference <= exact.value * (1 + 1e-6)
     # the direction is where κ is attained, or next to it: at a ray, off the hyperplanes it lies on, to the side
     # where those samples are inactive (σ'(0) is the negative slope, round-off's sign is not)
-    assert abs(float(exact.direction.norm()) - 1) < 1e-12
+    assert abs(float(exact.direction.norm()) - 1) < 1e-12 and abs(float(exact.inside.norm()) - 1) < 1e-12
     unit_x = X / X.norm(dim=1, keepdim=True)
     on_hyperplane = (unit_x @ exact.direction).abs() < 1e-12
-    pushed = exact.direction - 1e-9 * unit_x[on_hyperplane].sum(0)
-    assert float(unit_flatness_weights((pushed / pushed.norm())[None], X, activation)[0]) <= exact.value * (1 + 1e-7)
+    # ``inside``: off them, on each one's inactive side by far more than round-off, and κ there is κ_inf up to the
+    # nudge's first-order change (the brute-force tolerance above)
+    torch.testing.assert_close(
+        unit_x[on_hyperplane] @ exact.inside, torch.full_like(unit_x[on_hyperplane, 0], -FACE_NUDGE), rtol=1e-3, atol=0
+    )
+    inside_kappa = float(unit_flatness_weights(exact.inside[None], X, activation)[0])
+    assert exact.value * (1 - 1e-9) <= inside_kappa <= exact.value * (1 + INSIDE_KAPPA_TOL)
     return exact
 
 

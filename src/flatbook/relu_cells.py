@@ -127,11 +127,23 @@ class KappaInfimum:
     """κ_inf = min over the unit sphere of the flatness weight κ(u), and a direction where it is attained."""
 
     value: float  #: κ_inf (0 when some direction activates no sample of the ReLU)
-    direction: torch.Tensor  #: (d,) a unit u with κ(u) = κ_inf
+    #: (d,) a unit u where κ attains κ_inf: at a ray of the arrangement or on a hyperplane, the samples it is
+    #: orthogonal to count as inactive (σ'(0) is the negative slope), which round-off's sign of ⟨u, x_i⟩ may not
+    direction: torch.Tensor
+    #: (d,) ``direction`` moved off those hyperplanes into the face where they are inactive, to ⟨u, x̂_i⟩ =
+    #: −``FACE_NUDGE`` for each of them (the least move that does it): κ
+    #: evaluated there (:func:`~flatbook.flatness.unit_flatness_weights`) is κ_inf up to a change of that order
+    inside: torch.Tensor
 
 
 #: faces of the arrangement handled at once (memory: faces × d × n floats)
 FACE_CHUNK = 8192
+#: how far :attr:`KappaInfimum.inside` moves off the hyperplanes its direction lies on (far above round-off, so
+#: the samples' signs there are certain; κ changes by a comparable relative amount)
+FACE_NUDGE = 1e-9
+#: the relative amount by which κ at :attr:`KappaInfimum.inside` may exceed κ_inf: the nudge's first-order change,
+#: with room for its coefficient (tests/test_relu_cells.py checks it against brute force)
+INSIDE_KAPPA_TOL = 1e-6
 
 
 def kappa_infimum(X, activation: HomogeneousActivation | str = "relu") -> KappaInfimum:
@@ -181,7 +193,16 @@ def kappa_infimum(X, activation: HomogeneousActivation | str = "relu") -> KappaI
                 at = int(torch.argmin(candidates))
                 if float(candidates[at]) < value:
                     value, direction = float(candidates[at]), sign * U[at]
-    return KappaInfimum(value=value, direction=direction / torch.linalg.vector_norm(direction))
+    direction = direction / torch.linalg.vector_norm(direction)
+    # off the hyperplanes the direction lies on, to each sample's inactive side: the least-norm v with ⟨v, x̂_i⟩ = −1
+    # for each of them (in general position at most d − 1 samples, linearly independent), scaled by FACE_NUDGE
+    unit_x = X / torch.linalg.vector_norm(X, dim=1, keepdim=True)
+    on_hyperplane = unit_x[(unit_x @ direction).abs() < 1e-12]
+    # (SVD-based on the CPU: nearly dependent rows are solved, not truncated as a QR driver may)
+    rows = on_hyperplane.cpu()
+    away = torch.linalg.lstsq(rows, -rows.new_ones(rows.shape[0], 1), driver="gelsd").solution[:, 0]
+    inside = direction + FACE_NUDGE * away.to(X.device)
+    return KappaInfimum(value=value, direction=direction, inside=inside / torch.linalg.vector_norm(inside))
 
 
 __all__ = [
@@ -191,4 +212,6 @@ __all__ = [
     "all_activation_patterns",
     "flattest_relu_over_patterns",
     "kappa_infimum",
+    "FACE_NUDGE",
+    "INSIDE_KAPPA_TOL",
 ]
