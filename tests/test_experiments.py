@@ -195,19 +195,30 @@ def test_the_largest_path_norm_rows_bracket_every_member_found():
     """Without noise, the member of largest path norm at a slack: its path norm lies at most at HiGHS's bound,
     which lies above the path norm of the set's other measures found at that slack (the solver's network and the
     worst-excess member), and below the bound of eq-path-norm-teacher; the largest over networks is at least the
-    largest over measures; with noise no such row."""
+    largest over measures and at least the solver's network plus a cancelling pair on κ_inf's direction (which the
+    dictionary holds), at most B/κ_inf; with noise no such row."""
     config = dataclasses.replace(flattest_generalise.CONFIGS["smoke"], slacks=(0.05,), path_norm_slacks=(0.05,))
     rows = flattest_generalise._point(config, 0.0, 0.0, 12, 0, near=True)
     (path,) = [r for r in rows if r["method"] == "path"]
     (near,) = [r for r in rows if r["method"] == "near"]
     (flattest,) = [r for r in rows if r["method"] == "flattest"]
     from flatbook.near_flattest import PATH_NORM_MARGIN
+    from flatbook.relu_cells import INSIDE_KAPPA_TOL
 
     margin = 1 + PATH_NORM_MARGIN  # HiGHS's and the vertex programs' tolerances
     assert path["optimal"] and path["path_norm"] <= path["path_norm_bound"] * margin
     for member in (near["worst_path_norm"], flattest["path_norm"]):  # measures of the set: below the bound
         assert member <= path["path_norm_bound"] * margin
     assert path["network_path_norm"] * margin >= path["path_norm"]  # every measure is a network too
+    # the dictionary holds κ_inf's direction: at least the solver's network plus a cancelling pair there that spends
+    # the rest of the budget (1e-6: κ at the direction nudged off its hyperplanes), at most B/κ_inf (every network)
+    budget = (1 + path["slack"]) * path["flattest_upsilon"]
+    assert path["kappa_inf"] > 0, "these samples must lie in no half-space: choose a seed where they do not"
+    with_pair = flattest["path_norm"] + (budget - flattest["upsilon"]) / path["kappa_inf"]
+    assert (
+        with_pair * (1 - INSIDE_KAPPA_TOL) / margin <= path["network_path_norm"] <= budget / path["kappa_inf"] * margin
+    )
+    assert path["kappa_inf"] * (1 - 1e-9) <= path["dictionary_kappa_min"] <= path["kappa_inf"] * (1 + INSIDE_KAPPA_TOL)
     assert path["upsilon"] <= 1.05 * path["flattest_upsilon"] * (1 + 1e-9)
     assert flattest["stop"] == "converged"
     ceiling = 1.05 * (1 + config.tol) * path["teacher_upsilon"] / path["kappa_min"]  # eq-path-norm-teacher

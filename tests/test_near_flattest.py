@@ -21,6 +21,8 @@ from flatbook.near_flattest import (
     near_flattest_set,
     worst_near_flattest,
 )
+from flatbook.network import TwoLayerNet
+from flatbook.relu_cells import INSIDE_KAPPA_TOL, kappa_infimum
 
 
 def small_instance(name="relu", slack=0.05):
@@ -113,6 +115,41 @@ def test_the_largest_path_norm_is_the_enumerated_vertices_largest(name):
         assert net.width <= 40 and min_flatness(net, X, y) <= (1 + slack) * flattest.upper * (1 + 1e-9)
         torch.testing.assert_close(net(X), y, rtol=0, atol=1e-8)
         assert float(net.effective_outer_weights().abs().sum()) == pytest.approx(found.network_path_norm, rel=1e-12)
+
+
+def test_with_the_least_kappa_direction_the_networks_beat_the_closed_form_member_and_stay_under_the_bound():
+    """With the direction where κ is least (κ_inf, exact: :func:`flatbook.relu_cells.kappa_infimum`) in the
+    dictionary, the networks' largest path norm is at least that of a member built by hand: the solver's network
+    plus a cancelling pair on that direction that spends the rest of the budget, P(found) + (B − Υ(found))/κ_inf.
+    And no network with Υ ≤ B, on any direction, has P above B/κ_inf (Υ = Σ κ(u_j)|ã_j| ≥ κ_inf P)."""
+    teacher = single_index(2, link="relu", noise_std=0.3, seed=4)
+    X, y = teacher.sample(6, seed=5)
+    flattest = small_instance()[3]
+    flattest = dataclasses.replace(flattest_interpolator(X, y, "relu", 40), columns=flattest.columns)  # a coarse grid
+    infimum = kappa_infimum(X, "relu")
+    assert infimum.value > 0, "the samples must not lie in a half-plane (κ_inf = 0): choose an instance that does not"
+    near = near_flattest_set(X, y, "relu", 40, teacher, flattest=flattest, extra_directions=infimum.inside[None])
+    # κ at the nudged direction: κ_inf up to the nudge's first-order change (1e-9 below: round-off)
+    assert infimum.value * (1 - 1e-9) <= float(near.w.min()) <= infimum.value * (1 + INSIDE_KAPPA_TOL)
+    without = near_flattest_set(X, y, "relu", 40, teacher, flattest=flattest)
+    for slack in (0.05, 0.5):
+        budget = near.budget_at(slack)
+        t = (budget - flattest.upper) / (2 * infimum.value)  # each neuron of the pair carries |ã| = t
+        u = infimum.inside[None]
+        by_hand = TwoLayerNet(
+            torch.cat([flattest.net.a, torch.tensor([t, -t], dtype=torch.float64)]),
+            torch.cat([flattest.net.theta, u, u]),
+            "relu",
+        )
+        torch.testing.assert_close(by_hand(X), y, rtol=0, atol=1e-8)
+        assert min_flatness(by_hand, X, y) == pytest.approx(budget, rel=INSIDE_KAPPA_TOL)
+        found = near.largest_path_norm(slack)
+        hand_path_norm = float(by_hand.effective_outer_weights().abs().sum())
+        assert hand_path_norm == pytest.approx(float(flattest.net.effective_outer_weights().abs().sum()) + 2 * t)
+        assert found.network_path_norm >= hand_path_norm * (1 - INSIDE_KAPPA_TOL) * (1 - PATH_NORM_MARGIN)
+        assert found.network_path_norm <= budget / infimum.value * (1 + PATH_NORM_MARGIN)
+    # what the test can see: at slack 0.5 the dictionary without that direction falls short of the hand-built member
+    assert without.largest_path_norm(0.5).network_path_norm < hand_path_norm * (1 - PATH_NORM_MARGIN)
 
 
 def test_a_path_norm_program_stopped_by_its_node_limit_still_brackets_the_largest():

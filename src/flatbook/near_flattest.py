@@ -114,7 +114,9 @@ class _VertexProgram:
     def __init__(self, Phi: np.ndarray, w: np.ndarray, y: np.ndarray):
         n, k = Phi.shape
         self.n, self.k = n, k
-        A = scipy.sparse.csc_matrix(np.vstack([np.hstack([Phi, -Phi]), np.concatenate([w, w])[None, :]]))
+        self.Phi, self.w, self.y = Phi, w, y
+        #: the rows [Φ, −Φ] (interpolation) and [w, w] (the budget) over the columns (z⁺, z⁻)
+        self.matrix = scipy.sparse.csc_matrix(np.vstack([np.hstack([Phi, -Phi]), np.concatenate([w, w])[None, :]]))
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = 2 * k, n + 1
         lp.col_cost_ = np.zeros(2 * k)
@@ -124,6 +126,7 @@ class _VertexProgram:
         lp.row_upper_ = np.concatenate([y, [highspy.kHighsInf]])  # the budget row's bound is set by each solve
         lp.sense_ = highspy.ObjSense.kMaximize
         lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        A = self.matrix
         lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = A.indptr, A.indices, A.data
         self.highs = highspy.Highs()
         self.highs.setOptionValue("output_flag", False)
@@ -173,21 +176,20 @@ PATH_NORM_MARGIN = 1e3 * PATH_NORM_FEASIBILITY
 
 
 def _largest_l1(
-    Phi: np.ndarray, w: np.ndarray, y: np.ndarray, budget: float, start: np.ndarray, node_limit: int
+    polytope: _VertexProgram, budget: float, start: np.ndarray, node_limit: int
 ) -> tuple[np.ndarray | None, float, bool, int]:
-    """max ‖μ‖₁ over P_B = {Φμ = y, Σ_j w_j|μ_j| ≤ B} as a mixed-integer linear program: μ = z⁺ − z⁻ with a
-    binary b_j per atom, z⁺_j ≤ (B/w_j) b_j and z⁻_j ≤ (B/w_j)(1 − b_j), so that at most one side of each atom
-    is used (the budget row implies both caps, so the program's maximum is the maximum over P_B).  HiGHS's
-    branch and bound, warm-started at ``start`` (a point of P_B).  Returns the incumbent μ (None if none),
-    HiGHS's upper bound on the maximum, whether it proved the incumbent optimal (to ``PATH_NORM_GAP``), and the
+    """max ‖μ‖₁ over P_B = {Φμ = y, Σ_j w_j|μ_j| ≤ B} (``polytope``'s rows) as a mixed-integer linear program:
+    μ = z⁺ − z⁻ with a binary b_j per atom, z⁺_j ≤ (B/w_j) b_j and z⁻_j ≤ (B/w_j)(1 − b_j), so that at most one
+    side of each atom is used (the budget row implies both caps, so the program's maximum is the maximum over
+    P_B).  HiGHS's branch and bound, warm-started at ``start`` (a point of P_B).  Returns the incumbent μ (None if
+    none), HiGHS's upper bound on the maximum, whether it proved the incumbent optimal (to ``PATH_NORM_GAP``), and the
     nodes explored."""
-    n, k = Phi.shape
-    cap = budget / w
+    n, k, y = polytope.n, polytope.k, polytope.y
+    cap = budget / polytope.w
     eye, zero = scipy.sparse.identity(k, format="csc"), scipy.sparse.csc_matrix((k, k))
     A = scipy.sparse.vstack(
         [
-            scipy.sparse.hstack([Phi, -Phi, scipy.sparse.csc_matrix((n, k))]),
-            scipy.sparse.hstack([w[None, :], w[None, :], scipy.sparse.csc_matrix((1, k))]),
+            scipy.sparse.hstack([polytope.matrix, scipy.sparse.csc_matrix((n + 1, k))]),
             scipy.sparse.hstack([eye, zero, -scipy.sparse.diags(cap)]),
             scipy.sparse.hstack([zero, eye, scipy.sparse.diags(cap)]),
         ],
@@ -397,14 +399,7 @@ class NearFlattestSet:
 
         def choose(budget):
             start = climb(self.start, budget)
-            incumbent, bound, optimal, nodes = _largest_l1(
-                self.Phi.cpu().numpy(),
-                self.w.cpu().numpy(),
-                self.y.cpu().numpy(),
-                budget,
-                start.cpu().numpy(),
-                node_limit,
-            )
+            incumbent, bound, optimal, nodes = _largest_l1(self._program(), budget, start.cpu().numpy(), node_limit)
             if not proven:  # the bound at B(ε); a shrunk budget's set lies inside it
                 proven.append((bound, optimal, nodes))
             # the incumbent meets the constraints to the MIP's tolerance only: the vertex maximising its signs (at

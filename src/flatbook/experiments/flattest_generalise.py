@@ -216,12 +216,14 @@ def _teacher(config, noise_std, residual_std, seed):
     )
 
 
-def _near_rows(config, X, y, activation, width, teacher, flattest, seed, noiseless) -> list[dict]:
+def _near_rows(config, X, y, activation, width, teacher, flattest, seed, noiseless, least_kappa) -> list[dict]:
     """The range of the excess over the near-flattest set at every slack: worst found, proven floor, solver's
     (rows ``method`` "near"); without noise, the member of largest path norm at every slack of
-    ``path_norm_slacks`` (rows ``method`` "path")."""
+    ``path_norm_slacks`` (rows ``method`` "path").  The dictionary holds the direction ``least_kappa`` where κ is
+    least: a cancelling pair there adds the most path norm per unit of Υ."""
     rows = []
-    near = near_flattest_set(X, y, activation, width, teacher, flattest=flattest)  # one dictionary and kernel
+    # one dictionary and kernel
+    near = near_flattest_set(X, y, activation, width, teacher, flattest=flattest, extra_directions=least_kappa[None])
     for slack in config.path_norm_slacks if noiseless else ():
         largest = near.largest_path_norm(slack, node_limit=config.path_norm_nodes)
         rows.append(
@@ -238,6 +240,7 @@ def _near_rows(config, X, y, activation, width, teacher, flattest, seed, noisele
                 "kappa_min": float(unit_flatness_weights(largest.member.net.directions(), X, activation).min()),
                 "flattest_upsilon": largest.member.flattest_upsilon,
                 "dictionary": int(near.U.shape[0]),
+                "dictionary_kappa_min": float(near.w.min()) ** activation.p,  # w = κ^{1/p}
             }
         )
     for slack in config.slacks:
@@ -344,6 +347,7 @@ def _point(config, noise_std, residual_std, n, seed, near=False):
     control = minimum_l2_interpolator(X, y, activation, control_directions)
     grid = random_directions(config.kappa_directions, config.d, seed=seed + 2)
     kappa = unit_flatness_weights(grid, X, activation)
+    infimum = kappa_infimum(X, activation)
     common = {
         "d": config.d,
         "n": n,
@@ -364,7 +368,7 @@ def _point(config, noise_std, residual_std, n, seed, near=False):
         # Υ of the teacher network (unit outer weights) on these inputs: it interpolates only without noise
         "teacher_upsilon": float(unit_flatness_weights(teacher.theta_star, X, activation).sum()),
         # κ_inf exactly over the arrangement's faces (d ≤ 3), the largest κ over random directions
-        "kappa_inf": kappa_infimum(X, activation).value,
+        "kappa_inf": infimum.value,
         "kappa_max": float(kappa.max()),
         # sup_u κ(u) ≤ (4/n) ‖X‖_op ‖X‖_F (S ≤ (2/n)‖X‖_op², T ≤ (2/n)‖X‖_F²): a proven ceiling
         "kappa_sup_bound": 4.0 / n * float(torch.linalg.matrix_norm(X, ord=2)) * math.sqrt(float((X * X).sum())),
@@ -395,7 +399,8 @@ def _point(config, noise_std, residual_std, n, seed, near=False):
     if near:
         noiseless = noise_std == 0 and residual_std == 0
         rows += [
-            {**common, **row} for row in _near_rows(config, X, y, activation, m, teacher, flattest, seed, noiseless)
+            {**common, **row}
+            for row in _near_rows(config, X, y, activation, m, teacher, flattest, seed, noiseless, infimum.inside)
         ]
     return rows
 
