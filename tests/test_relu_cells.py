@@ -9,7 +9,7 @@ import torch
 from scipy.optimize import minimize
 
 from flatbook import get_activation
-from flatbook.errors import FlatbookInputError
+from flatbook.errors import FlatbookInputError, SolverError
 from flatbook.flatness import unit_flatness_weights
 from flatbook.relu_cells import FACE_NUDGE, INSIDE_KAPPA_TOL, kappa_infimum
 
@@ -113,3 +113,16 @@ def test_kappa_infimum_rejects_what_it_cannot_compute_exactly():
     parallel = torch.outer(torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64), torch.tensor([1.0, 2.0, 2.0]))
     with pytest.raises(FlatbookInputError, match="parallel"):
         kappa_infimum(parallel.double())
+
+
+def test_kappa_infimum_checks_the_point_it_returns_inside_the_face(monkeypatch):
+    """κ at ``inside`` is checked against κ_inf: a move off the hyperplanes too large to keep κ there (here the
+    nudge made 10⁸ times larger, on data whose infimum lies on a hyperplane) is an error, not a silent point."""
+    import flatbook.relu_cells as relu_cells
+
+    X = torch.randn(9, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    exact = kappa_infimum(X)
+    assert bool(((X / X.norm(dim=1, keepdim=True)) @ exact.direction).abs().min() < 1e-12), "needs a ray infimum"
+    monkeypatch.setattr(relu_cells, "FACE_NUDGE", 0.1)
+    with pytest.raises(SolverError, match="above κ_inf"):
+        kappa_infimum(X)

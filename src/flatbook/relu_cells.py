@@ -31,6 +31,7 @@ import torch
 from .activations import HomogeneousActivation, get_activation
 from .backend import check_data
 from .errors import FlatbookInputError, SolverError
+from .flatness import unit_flatness_weights
 from .pricing import arrangement_faces, face_geometry
 
 
@@ -131,8 +132,8 @@ class KappaInfimum:
     #: orthogonal to count as inactive (σ'(0) is the negative slope), which round-off's sign of ⟨u, x_i⟩ may not
     direction: torch.Tensor
     #: (d,) ``direction`` moved off those hyperplanes into the face where they are inactive, to ⟨u, x̂_i⟩ =
-    #: −``FACE_NUDGE`` for each of them (the least move that does it): κ
-    #: evaluated there (:func:`~flatbook.flatness.unit_flatness_weights`) is κ_inf up to a change of that order
+    #: −``FACE_NUDGE`` for each of them (the least move that does it): κ evaluated there
+    #: (:func:`~flatbook.flatness.unit_flatness_weights`) is at most κ_inf (1 + ``INSIDE_KAPPA_TOL``), checked
     inside: torch.Tensor
 
 
@@ -142,7 +143,7 @@ FACE_CHUNK = 8192
 #: the samples' signs there are certain; κ changes by a comparable relative amount)
 FACE_NUDGE = 1e-9
 #: the relative amount by which κ at :attr:`KappaInfimum.inside` may exceed κ_inf: the nudge's first-order change,
-#: with room for its coefficient (tests/test_relu_cells.py checks it against brute force)
+#: with room for its coefficient; :func:`kappa_infimum` checks it on every call
 INSIDE_KAPPA_TOL = 1e-6
 
 
@@ -155,7 +156,8 @@ def kappa_infimum(X, activation: HomogeneousActivation | str = "relu") -> KappaI
     the face's relative interior (an eigenvector of M_P compressed to the face's span) or on a smaller face,
     where κ is at most the larger face's limit (z_i = 0 there, and a slope only falls from 1 to the negative
     slope).  So κ_inf is the smallest κ over the arrangement's rays and the eigenvectors inside their faces.
-    Needs data in general position (every face touches a ray, :func:`~flatbook.pricing.arrangement_faces`).
+    Needs data in general position (every face touches a ray, :func:`~flatbook.pricing.arrangement_faces`); a
+    :class:`~flatbook.errors.SolverError` where κ at the returned ``inside`` exceeds κ_inf (1 + ``INSIDE_KAPPA_TOL``).
     """
     X, _ = check_data(X, torch.zeros(X.shape[0], dtype=torch.float64))
     activation = get_activation(activation)
@@ -202,7 +204,17 @@ def kappa_infimum(X, activation: HomogeneousActivation | str = "relu") -> KappaI
     rows = on_hyperplane.cpu()
     away = torch.linalg.lstsq(rows, -rows.new_ones(rows.shape[0], 1), driver="gelsd").solution[:, 0]
     inside = direction + FACE_NUDGE * away.to(X.device)
-    return KappaInfimum(value=value, direction=direction, inside=inside / torch.linalg.vector_norm(inside))
+    inside = inside / torch.linalg.vector_norm(inside)
+    # the move may activate a sample within the nudge of its hyperplane (data far from general position): then κ
+    # jumps, and no point of the face near ``direction`` is returned
+    reached = float(unit_flatness_weights(inside[None], X, activation)[0])
+    if not reached <= value * (1.0 + INSIDE_KAPPA_TOL):
+        raise SolverError(
+            f"κ at κ_inf's direction moved off its hyperplanes is {reached:.9g}, above κ_inf = {value:.9g}: the "
+            "samples are too close to general position's degeneracies (several on one hyperplane through the "
+            "direction); perturb them slightly."
+        )
+    return KappaInfimum(value=value, direction=direction, inside=inside)
 
 
 __all__ = [
