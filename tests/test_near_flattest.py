@@ -145,7 +145,6 @@ def test_with_the_least_kappa_direction_the_networks_beat_the_closed_form_member
         assert min_flatness(by_hand, X, y) == pytest.approx(budget, rel=INSIDE_KAPPA_TOL)
         found = near.largest_path_norm(slack)
         hand_path_norm = float(by_hand.effective_outer_weights().abs().sum())
-        assert hand_path_norm == pytest.approx(float(flattest.net.effective_outer_weights().abs().sum()) + 2 * t)
         assert found.network_path_norm >= hand_path_norm * (1 - INSIDE_KAPPA_TOL) * (1 - PATH_NORM_MARGIN)
         assert found.network_path_norm <= budget / infimum.value * (1 + PATH_NORM_MARGIN)
     # what the test can see: at slack 0.5 the dictionary without that direction falls short of the hand-built member

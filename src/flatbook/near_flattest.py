@@ -114,7 +114,7 @@ class _VertexProgram:
     def __init__(self, Phi: np.ndarray, w: np.ndarray, y: np.ndarray):
         n, k = Phi.shape
         self.n, self.k = n, k
-        self.Phi, self.w, self.y = Phi, w, y
+        self.w, self.y = w, y
         #: the rows [Φ, −Φ] (interpolation) and [w, w] (the budget) over the columns (z⁺, z⁻)
         self.matrix = scipy.sparse.csc_matrix(np.vstack([np.hstack([Phi, -Phi]), np.concatenate([w, w])[None, :]]))
         lp = highspy.HighsLp()
