@@ -32,7 +32,7 @@ from .activations import HomogeneousActivation, get_activation
 from .backend import check_data
 from .errors import FlatbookInputError, SolverError
 from .flatness import unit_flatness_weights
-from .pricing import arrangement_faces, face_geometry
+from .pricing import arrangement_faces, face_geometry, nudge_inactive
 
 
 @dataclass
@@ -196,14 +196,9 @@ def kappa_infimum(X, activation: HomogeneousActivation | str = "relu") -> KappaI
                 if float(candidates[at]) < value:
                     value, direction = float(candidates[at]), sign * U[at]
     direction = direction / torch.linalg.vector_norm(direction)
-    # off the hyperplanes the direction lies on, to each sample's inactive side: the least-norm v with ⟨v, x̂_i⟩ = −1
-    # for each of them (in general position at most d − 1 samples, linearly independent), scaled by FACE_NUDGE
-    unit_x = X / torch.linalg.vector_norm(X, dim=1, keepdim=True)
-    on_hyperplane = unit_x[(unit_x @ direction).abs() < 1e-12]
-    # (SVD-based on the CPU: nearly dependent rows are solved, not truncated as a QR driver may)
-    rows = on_hyperplane.cpu()
-    away = torch.linalg.lstsq(rows, -rows.new_ones(rows.shape[0], 1), driver="gelsd").solution[:, 0]
-    inside = direction + FACE_NUDGE * away.to(X.device)
+    # off the hyperplanes the direction lies on, to each sample's inactive side (the least move to ⟨u, x̂_i⟩ =
+    # −FACE_NUDGE for each of them)
+    inside = nudge_inactive(direction[None], X, FACE_NUDGE)[0]
     inside = inside / torch.linalg.vector_norm(inside)
     # the move may activate a sample within the nudge of its hyperplane (data far from general position): then κ
     # jumps, and no point of the face near ``direction`` is returned
