@@ -25,13 +25,17 @@ from flatbook.network import TwoLayerNet
 from flatbook.relu_cells import INSIDE_KAPPA_TOL, kappa_infimum
 
 
+def coarse_grid():
+    """Ten directions of the circle: a dictionary small enough to enumerate its polytope's vertices."""
+    angles = torch.linspace(0, 2 * math.pi, 11, dtype=torch.float64)[:-1] + 0.1
+    return torch.stack([torch.cos(angles), torch.sin(angles)], dim=1)
+
+
 def small_instance(name="relu", slack=0.05):
     teacher = single_index(2, link=name, noise_std=0.3, seed=4)
     X, y = teacher.sample(3, seed=5)
     flattest = flattest_interpolator(X, y, name, 40)
-    angles = torch.linspace(0, 2 * math.pi, 11, dtype=torch.float64)[:-1] + 0.1
-    grid = torch.stack([torch.cos(angles), torch.sin(angles)], dim=1)
-    return teacher, X, y, dataclasses.replace(flattest, columns=grid)
+    return teacher, X, y, dataclasses.replace(flattest, columns=coarse_grid())
 
 
 def vertices(Phi, w, y, budget, split=False):
@@ -124,8 +128,7 @@ def test_with_the_least_kappa_direction_the_networks_beat_the_closed_form_member
     And no network with Υ ≤ B, on any direction, has P above B/κ_inf (Υ = Σ κ(u_j)|ã_j| ≥ κ_inf P)."""
     teacher = single_index(2, link="relu", noise_std=0.3, seed=4)
     X, y = teacher.sample(6, seed=5)
-    flattest = small_instance()[3]
-    flattest = dataclasses.replace(flattest_interpolator(X, y, "relu", 40), columns=flattest.columns)  # a coarse grid
+    flattest = dataclasses.replace(flattest_interpolator(X, y, "relu", 40), columns=coarse_grid())
     infimum = kappa_infimum(X, "relu")
     assert infimum.value > 0, "the samples must not lie in a half-plane (κ_inf = 0): choose an instance that does not"
     near = near_flattest_set(X, y, "relu", 40, teacher, flattest=flattest, extra_directions=infimum.inside[None])
