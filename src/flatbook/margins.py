@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
 import scipy.optimize
 import torch
 
@@ -109,9 +110,67 @@ def neuron_cost_margin(net, X, y, outer: Potential | str, inner: Potential | str
 class KKTResidual(NamedTuple):
     """How far a direction is from a KKT point of the max-margin problem (result of :func:`kkt_residual`)."""
 
-    relative: float  #: ‖∂φ^α(w) − Σ_i μ_i ∇_w y_i h(w, x_i)‖ / ‖∇φ^α(w)‖ at the best μ ≥ 0
-    multipliers: torch.Tensor  #: μ_i ≥ 0, one per active sample
+    relative: float  #: the least residual of eq. ``eq-kkt`` over μ ≥ 0, relative to ‖∇φ^α‖ off the zero coordinates
+    multipliers: torch.Tensor  #: the minimising μ_i ≥ 0, one per active sample
     active: torch.Tensor  #: indices i of the samples with margin ≤ 1 + active_tol (after scaling)
+    zero: torch.Tensor  #: per parameter (a, then θ row by row), True where the ℓ₁ horizon counts it as zero
+
+
+def _light(size: torch.Tensor, zero_tol: float, zero_mass: float) -> torch.Tensor:
+    """Entries of the non-negative ``size`` at most ``zero_tol`` × the largest, and the smallest ones that together
+    carry at most ``zero_mass`` of the sum (a mask; every entry when all are zero)."""
+    light = size <= zero_tol * size.max()
+    if zero_mass > 0:
+        order = torch.argsort(size)
+        light[order[torch.cumsum(size[order], 0) <= zero_mass * size.sum()]] = True
+    return light
+
+
+def _zero_coordinates(net, inner: Potential, zero_tol: float, zero_mass: float) -> torch.Tensor:
+    """The ℓ₁ horizon's zero coordinates, by a rule that rescaling a neuron, (s^{−c} a_j, s θ_j), or the whole
+    network leaves unchanged: a neuron whose effective weight |ã_j| = |a_j| ‖θ_j‖^c (the inner horizon) is light
+    among all neurons' (:func:`_light`) counts as zero in every coordinate; in the other neurons, a coordinate
+    θ_jk light among |θ_j1|, …, |θ_jd| does."""
+    theta = net.theta.detach()
+    norms = torch.stack([inner.horizon(theta_j) for theta_j in theta])
+    dead = _light(net.a.detach().abs() * norms**net.activation.degree, zero_tol, zero_mass)
+    within = torch.stack([_light(theta_j.abs(), zero_tol, zero_mass) for theta_j in theta])
+    return torch.cat([dead, (within | dead[:, None]).reshape(-1)])
+
+
+def _least_residual(jacobian, gradient, zero) -> tuple:
+    """min over μ ≥ 0 of ½‖g_s − J_sᵀμ‖² + ½‖(|J_zᵀμ| − 1)₊‖² (s the smooth coordinates, z the zero ones, whose
+    subgradient may be anything in [−1, 1]): convex and continuously differentiable, so L-BFGS-B with bounds, from
+    the non-negative least-squares fit on the smooth coordinates. Returns (μ, the residual vector)."""
+    J, g = jacobian.cpu().numpy(), gradient.detach().cpu().numpy()
+    smooth, zero = (~zero).cpu().numpy(), zero.cpu().numpy()
+    start, _ = scipy.optimize.nnls(J[:, smooth].T, g[smooth])
+
+    def residual(mu):
+        combination = J.T @ mu
+        return g[smooth] - combination[smooth], combination[zero]
+
+    if zero.any():
+
+        def objective(mu):
+            fit, free = residual(mu)
+            excess = np.sign(free) * np.clip(np.abs(free) - 1, 0, None)
+            gradient_mu = -J[:, smooth] @ fit + J[:, zero] @ excess
+            return 0.5 * (fit @ fit + excess @ excess), gradient_mu
+
+        found = scipy.optimize.minimize(
+            objective,
+            start,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=[(0, None)] * len(start),
+            options={"ftol": 1e-15, "gtol": 1e-13, "maxiter": 10_000},
+        )
+        mu = found.x if found.fun <= objective(start)[0] else start
+    else:
+        mu = start
+    fit, free = residual(mu)
+    return mu, np.concatenate([fit, np.clip(np.abs(free) - 1, 0, None)])
 
 
 def kkt_residual(
@@ -128,14 +187,15 @@ def kkt_residual(
     """Stationarity residual of the direction of ``net`` for min φ_α(w)^α s.t. y_i h(w, x_i) ≥ 1 (eq. ``eq-kkt``).
 
     The network is scaled (along its direction) so that its smallest margin is 1; the active set is
-    the samples with margin ≤ 1 + ``active_tol``; the multipliers μ ≥ 0 are fitted by non-negative
-    least squares to ∇φ^α(w) = Σ_{i active} μ_i ∇_w y_i h(w, x_i), φ^α = φ_α(a)^α + φ_α(θ)^α the
-    horizon of the layer potentials.  For α = 1 (the ℓ₁ horizon) a coordinate with
-    |w_k| ≤ ``zero_tol`` max|w| is taken to be zero, where the subgradient may be anything in
-    [−1, 1]: it adds max(0, |(Σ μ_i ∇ y_i h)_k| − 1) to the residual; ``zero_mass`` > 0 also counts as
-    zero the smallest coordinates that together carry at most that fraction of ‖w‖₁ (a finite run
-    shrinks the coordinates the ℓ₁ limit sets to zero only slowly).  0 at a KKT point; the
-    minimiser of φ needs it, so a clearly positive value says the direction is not (yet) one.
+    the samples with margin ≤ 1 + ``active_tol``; the residual is the least, over μ ≥ 0, of the distance of
+    Σ_{i active} μ_i ∇_w y_i h(w, x_i) from the subdifferential of φ^α = φ_α(a)^α + φ_α(θ)^α (the horizon of
+    the layer potentials), relative to ‖∇φ^α‖ on the coordinates not counted as zero.  For α = 1 (the ℓ₁
+    horizon) a zero coordinate's subgradient may be anything in [−1, 1], so it adds only
+    max(0, |(Σ μ_i ∇ y_i h)_k| − 1); the zero coordinates are chosen by a rule invariant under rescaling
+    (:func:`_zero_coordinates`): neurons whose |ã_j| is at most ``zero_tol`` × the largest, or among the lightest
+    carrying ``zero_mass`` of Σ|ã_j|, and within the other neurons the entries of θ_j so light among θ_j's (a
+    finite run shrinks what the ℓ₁ limit sets to zero only slowly).  0 at a KKT point; the minimiser of φ needs
+    it, so a clearly positive value says the direction is not (yet) one.
     """
     X, y = check_data(X, y, net.input_dim)
     check_binary_labels(y, "a KKT residual")
@@ -144,7 +204,7 @@ def kkt_residual(
         if not (math.isfinite(value) and value >= 0):
             raise FlatbookInputError(f"{name} must be a finite number >= 0, got {value!r}.")
     if not 0 <= zero_mass < 1:
-        raise FlatbookInputError(f"zero_mass must lie in [0, 1) (a fraction of ‖w‖₁), got {zero_mass!r}.")
+        raise FlatbookInputError(f"zero_mass must lie in [0, 1) (a fraction of Σ|ã_j|), got {zero_mass!r}.")
     margin = smallest_margin(net, X, y)
     if margin <= 0:
         raise FlatbookInputError(
@@ -161,19 +221,19 @@ def kkt_residual(
     jacobian = torch.autograd.functional.jacobian(margins, w.detach())[active]  # (|A|, P)
     objective = outer.horizon(w[:m]) ** alpha + inner.horizon(w[m:]) ** alpha
     (gradient,) = torch.autograd.grad(objective, w)
-    size = w.detach().abs()
-    zero = size <= zero_tol * size.max() if alpha == 1 else torch.zeros_like(size, dtype=torch.bool)
-    if alpha == 1 and zero_mass > 0:
-        order = torch.argsort(size)
-        light = order[torch.cumsum(size[order], 0) <= zero_mass * size.sum()]
-        zero[light] = True
-    smooth = ~zero
-    mu, _ = scipy.optimize.nnls(jacobian[:, smooth].T.cpu().numpy(), gradient[smooth].cpu().numpy())
+    if alpha == 1:
+        zero = _zero_coordinates(net, inner, zero_tol, zero_mass)
+    else:
+        zero = torch.zeros(w.numel(), dtype=torch.bool, device=w.device)
+    scale = float(gradient[~zero].norm())
+    if scale == 0:
+        raise FlatbookInputError(
+            "every coordinate counts as zero, so the residual has nothing to be relative to; lower zero_mass or "
+            "zero_tol."
+        )
+    mu, residual = _least_residual(jacobian, gradient, zero)
     mu_t = torch.as_tensor(mu, dtype=w.dtype, device=w.device)
-    combination = jacobian.T @ mu_t
-    residual = torch.cat([gradient[smooth] - combination[smooth], (combination[zero].abs() - 1).clamp(min=0)])
-    relative = float(residual.norm() / gradient.norm())
-    return KKTResidual(relative, mu_t, active)
+    return KKTResidual(float(np.linalg.norm(residual)) / scale, mu_t, active, zero)
 
 
 def rebalanced(net, outer: Potential | str, inner: Potential | str | None = None):

@@ -265,8 +265,8 @@ def _main_point(config: Config, label: str, seed: int) -> dict:
 
 
 def _kkt(config: Config, net: TwoLayerNet, data, potential) -> dict:
-    """The KKT residual (eq. ``eq-kkt``) of the direction of ``net``, two ways (the ℓ₁ horizon's light coordinates,
-    carrying ``kkt_zero_mass`` of ‖w‖₁, counted as zero):
+    """The KKT residual (eq. ``eq-kkt``) of the direction of ``net``, two ways (in the ℓ₁ problem the neurons that
+    carry ``kkt_zero_mass`` of Σ|ã_j|, and in the others the entries carrying that share of ‖θ_j‖₁, counted as zero):
 
     - ``relative``: active samples within ``kkt_active_slack`` of the smallest margin, relative (complementary
       slackness to that fraction);
@@ -275,8 +275,7 @@ def _kkt(config: Config, net: TwoLayerNet, data, potential) -> dict:
       every main potential's problem (``window <label>``): the contrast, the other potentials' KKT conditions;
       and ``balanced <label>``, the same after the network is re-balanced into that problem's balance
       (:func:`~flatbook.margins.rebalanced`: the same function, the point of its rescaling orbit a KKT point of
-      that problem would have to be at), for the problems whose horizon is not ℓ1 (there the light coordinates
-      counted as zero, a share of ‖w‖₁, change under a rescaling).
+      that problem would have to be at; the ℓ₁ problem's zero coordinates are the same on the whole orbit).
     """
     g = smallest_margin(net, data.X, data.y)
     window = math.log(config.kkt_weight_ratio) / g
@@ -296,8 +295,7 @@ def _kkt(config: Config, net: TwoLayerNet, data, potential) -> dict:
     for label, _, _ in MAIN_POTENTIALS:
         problem, _ = run_potentials(label)
         row[f"window {label}"] = own.relative if problem == potential else residual(problem, window).relative
-        if problem.horizon_degree != 1:  # the ℓ1 residual's zero-mass convention is not invariant under rescaling
-            row[f"balanced {label}"] = residual(problem, window, rebalanced(net, problem)).relative
+        row[f"balanced {label}"] = residual(problem, window, rebalanced(net, problem)).relative
     if potential.horizon_degree == 1:
         row["strict"] = kkt_residual(net, data.X, data.y, potential).relative
     return row
