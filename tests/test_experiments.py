@@ -312,6 +312,12 @@ def test_mirror_flow_tables():
         columns = {key for key in row if key.startswith("balanced ")}
         assert columns == {f"balanced {label}" for label in labels}, row  # the ℓ1 problem's too
         residuals += [row[key] for key in columns]
+        l1 = [label for label in labels if mirror_flow.run_potentials(label)[0].horizon_degree == 1]
+        for label in l1:  # the ℓ1 problem: its support's size and the residual at each zero mass
+            assert 1 <= row[f"nonzero {label}"] <= config.m * (config.d + 1), row
+            masses = [row[f"window {label} zero mass {mass:g}"] for mass in config.kkt_zero_masses]
+            assert row[f"window {label} zero mass {config.kkt_zero_mass:g}"] == row[f"window {label}"], row
+            residuals += masses
         assert all(0 <= r <= 1 + 1e-9 for r in residuals) and row["loss"] <= row["level"], row
         assert row["window_slack"] == pytest.approx(math.log(config.kkt_weight_ratio) / row["g"])
     assert tables["rates"] and {r["potential"] for r in tables["rates"]} <= {*labels, *mixed}  # runs long enough

@@ -199,8 +199,8 @@ def test_a_kkt_point_is_already_balanced_in_its_own_problem(name, params):
 
 def test_zero_mass_counts_the_light_coordinates_of_an_l1_point_as_zero():
     """Lift the exact zeros of an ℓ₁ KKT point to 1e-5 of the largest weight: with only ``zero_tol`` those
-    coordinates need |Σ μ_i ∇ y_i h| = 1 and the residual jumps; counting the coordinates that carry 1 % of ‖w‖₁
-    as zero restores a residual of the order of the lift."""
+    coordinates need |Σ μ_i ∇ y_i h| = 1 and the residual jumps; counting as zero the neurons that carry 1 % of
+    Σ|ã_j| and, in the others, the entries that carry 1 % of ‖θ_j‖₁ restores a residual of the order of the lift."""
     potential = get_potential("hyperbolic_entropy", beta=0.1)
     net, X, y = max_margin_point(potential)
     w = torch.cat([net.a, net.theta.reshape(-1)])

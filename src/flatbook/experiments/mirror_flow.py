@@ -114,6 +114,7 @@ class Config:
     kkt_losses: tuple = (1e-3, 1e-10, 1e-30, 1e-100)
     kkt_active_slack: float = 0.01
     kkt_zero_mass: float = 0.01
+    kkt_zero_masses: tuple = (0.001, 0.01, 0.05)
     kkt_weight_ratio: float = 1e3
     rate_from: float = 20.0
     rate_split: float = 80.0
@@ -276,12 +277,16 @@ def _kkt(config: Config, net: TwoLayerNet, data, potential) -> dict:
       and ``balanced <label>``, the same after the network is re-balanced into that problem's balance
       (:func:`~flatbook.margins.rebalanced`: the same function, the point of its rescaling orbit a KKT point of
       that problem would have to be at; the ℓ₁ problem's zero coordinates are the same on the whole orbit).
+
+    In the ℓ₁ problem also ``nonzero <label>``, the coordinates not counted as zero (each must meet its sign
+    exactly, so a sparser direction has fewer equations to meet), and the residual at each of
+    ``kkt_zero_masses``; ``strict`` (ℓ₁ runs) counts only exact zeros (``zero_tol``), in the loss-weight window.
     """
     g = smallest_margin(net, data.X, data.y)
     window = math.log(config.kkt_weight_ratio) / g
 
-    def residual(problem, active_tol, of=net):
-        zero_mass = config.kkt_zero_mass if problem.horizon_degree == 1 else 0.0
+    def residual(problem, active_tol, of=net, zero_mass=config.kkt_zero_mass):
+        zero_mass = zero_mass if problem.horizon_degree == 1 else 0.0
         return kkt_residual(of, data.X, data.y, problem, active_tol=active_tol, zero_mass=zero_mass)
 
     relative, own = residual(potential, config.kkt_active_slack), residual(potential, window)
@@ -294,10 +299,15 @@ def _kkt(config: Config, net: TwoLayerNet, data, potential) -> dict:
     }
     for label, _, _ in MAIN_POTENTIALS:
         problem, _ = run_potentials(label)
-        row[f"window {label}"] = own.relative if problem == potential else residual(problem, window).relative
+        in_problem = own if problem == potential else residual(problem, window)
+        row[f"window {label}"] = in_problem.relative
         row[f"balanced {label}"] = residual(problem, window, rebalanced(net, problem)).relative
+        if problem.horizon_degree == 1:  # the ℓ1 problem: how many coordinates must meet ±1, and other zero masses
+            row[f"nonzero {label}"] = int((~in_problem.zero).sum())
+            for mass in config.kkt_zero_masses:
+                row[f"window {label} zero mass {mass:g}"] = residual(problem, window, zero_mass=mass).relative
     if potential.horizon_degree == 1:
-        row["strict"] = kkt_residual(net, data.X, data.y, potential).relative
+        row["strict"] = kkt_residual(net, data.X, data.y, potential, active_tol=window).relative
     return row
 
 
