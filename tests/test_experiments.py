@@ -473,6 +473,19 @@ def test_budget_summary_reads_the_sign_only_where_the_interval_has_one(slopes, t
     assert summary["change"][0] == pytest.approx(np.mean(expected))
 
 
+def test_budget_summary_draws_its_verdicts_at_the_level_asked():
+    """Slopes −0.018 to −0.002 over five seeds (mean −0.01) fall at 95 % (t interval half-width 0.008) but not at
+    99.99 % (0.044): the trend, and every interval, come from the level given."""
+    from flatbook.experiments.training_flatness import budget_summary
+
+    budgets = [10, 30, 100, 300]
+    rows = _budget_rows({s: (-0.01 + 0.004 * (s - 2), -0.01 + 0.004 * (s - 2)) for s in range(5)})
+    usual, strict = budget_summary(rows, budgets), budget_summary(rows, budgets, level=0.9999)
+    assert usual["trend"] == "falls" and strict["trend"] == "unresolved"
+    assert strict["slope"][1] < usual["slope"][1] and strict["change"][1] < usual["change"][1]
+    assert all(s["low"] < u["low"] for s, u in zip(strict["local"], usual["local"], strict=True))
+
+
 def test_budget_summary_refuses_a_seed_missing_a_budget():
     from flatbook.experiments.training_flatness import budget_summary
 

@@ -404,12 +404,12 @@ def perturbation_budgets(config: Config) -> list[int]:
     return budgets
 
 
-def budget_summary(rows: list[dict], budgets: list[int]) -> dict:
-    """What the budget sweep says for one method (``rows``: its ``budget`` rows, every seed at every budget).
+def budget_summary(rows: list[dict], budgets: list[int], level: float = 0.95) -> dict:
+    """What the budget sweep says for one method (``rows``: its ``budget`` rows, every seed at every budget); every
+    interval is a Student-t interval over the seeds at ``level`` (below 0.95 where several methods are read together).
 
-    - ``slope``: the log-log slope of the final Υ against the budget fitted per seed, (mean, low, high) with the
-      Student-t 95 % interval over seeds, and ``trend`` its sign where the interval has one ("falls", "rises",
-      else "unresolved");
+    - ``slope``: the log-log slope of the final Υ against the budget fitted per seed, (mean, low, high), and
+      ``trend`` its sign where the interval has one ("falls", "rises", else "unresolved");
     - ``local``: the same slopes between consecutive budgets (:func:`flatbook.tables.local_slopes`);
     - ``change``: Υ(largest budget)/Υ(smallest) − 1 paired by seed, (mean, low, high);
     - ``steepens``: the fall steepens, paired by seed: the slope falls and the last local slope minus the first
@@ -422,18 +422,22 @@ def budget_summary(rows: list[dict], budgets: list[int]) -> dict:
         raise FlatbookInputError(
             f"the budget summary needs at least two seeds, each at every budget {budgets}; seeds {incomplete} are not."
         )
-    slope = slope_across_seeds(rows, "perturbation_budget", "upsilon")
+    slope = slope_across_seeds(rows, "perturbation_budget", "upsilon", level)
     trend = "falls" if slope[2] < 0 else "rises" if slope[1] > 0 else "unresolved"
 
     def local_slope(runs, first, second):
         return loglog_slope([first, second], [runs[first]["upsilon"], runs[second]["upsilon"]])
 
-    steeper = mean_interval([local_slope(r, *budgets[-2:]) - local_slope(r, *budgets[:2]) for r in by_seed.values()])
+    steeper = mean_interval(
+        [local_slope(r, *budgets[-2:]) - local_slope(r, *budgets[:2]) for r in by_seed.values()], level
+    )
     return {
         "slope": slope,
         "trend": trend,
-        "local": local_slopes(rows, "perturbation_budget", "upsilon"),
-        "change": mean_interval([r[budgets[-1]]["upsilon"] / r[budgets[0]]["upsilon"] - 1 for r in by_seed.values()]),
+        "local": local_slopes(rows, "perturbation_budget", "upsilon", level),
+        "change": mean_interval(
+            [r[budgets[-1]]["upsilon"] / r[budgets[0]]["upsilon"] - 1 for r in by_seed.values()], level
+        ),
         "steepens": trend == "falls" and steeper[2] < 0,
         "last": [r[budgets[-1]] for r in by_seed.values()],
     }
