@@ -5,10 +5,11 @@ import math
 import cvxpy as cp
 import numpy as np
 import pytest
+import scipy.optimize
 import torch
 
 from flatbook import get_activation, pricing
-from flatbook.errors import FlatbookInputError
+from flatbook.errors import FlatbookInputError, SolverError
 from flatbook.pricing import (
     ExactPricer,
     arrangement_faces,
@@ -433,14 +434,17 @@ def test_the_cell_maximiser_reaches_the_full_program_s_optimum_from_one_wall_per
         assert bool((((X @ best > 0).numpy() == positive) | on_wall.numpy()).all())
 
 
+@pytest.mark.parametrize("scale", [1e-6, 1e-12, 1e-14])
 @pytest.mark.parametrize("slope", [0.0, 1e-6])
-def test_the_cell_maximiser_is_unmoved_by_a_badly_scaled_feature_or_a_tiny_negative_slope(slope):
-    """d = 3 with the third feature scaled by 1e-6, and σ with negative slope 0 (the ReLU) or 1e-6 (its quadratic
-    form ill-conditioned, not singular): above every one of 3·10^5 random directions with the start's sign pattern
-    (less 1e-9), as in the test above."""
+def test_the_cell_maximiser_is_unmoved_by_a_badly_scaled_feature_or_a_tiny_negative_slope(slope, scale):
+    """d = 3 with the third feature scaled by 1e-6 (the cell's quadratic form ill-conditioned), 1e-12 or 1e-14 (it
+    counts as singular: the ridge), and σ with negative slope 0 (the ReLU) or 1e-6: above every one of 3·10^5 random
+    directions with the start's sign pattern (less 1e-9), as in the test above.  The ridge must act in the
+    direction's own coordinates: put on coordinates that scale the feature up to the others' size, it lets the
+    maximiser point along that feature, where every ⟨v, x_i⟩ is at round-off, and the value falls 15 % short."""
     activation = get_activation("leaky_relu", negative_slope=slope) if slope else get_activation("relu")
     X, lam = instance(n=10, d=3, seed=16)
-    X[:, 2] *= 1e-6
+    X[:, 2] *= scale
     gen = torch.Generator().manual_seed(17)
     samples = torch.randn(300_000, 3, generator=gen, dtype=torch.float64)
     signs = samples @ X.T > 0
@@ -536,3 +540,18 @@ def test_the_ascent_ends_on_the_better_side_of_every_wall_it_reaches(activation)
     U, values = ascend_cells(lam, X, activation, starts, max_steps=50)
     across = dual_ratio(nudge_inactive(U, X, rel_tol=1e-5), lam, X, activation)
     assert bool((across <= values * (1 + 1e-4)).all())
+
+
+def test_least_distance_out_of_iterations_raises_and_the_cell_maximiser_goes_on(monkeypatch):
+    """Where the active-set iterations run out nothing is known about the set: least_distance says so (a
+    SolverError), where None would read as "empty"; the cell maximiser, a heuristic, then takes no candidate from
+    that sign's program and returns None rather than failing."""
+    X, lam = instance(n=10, d=3, seed=4)
+
+    def exhausted(*args, **kwargs):
+        raise RuntimeError("Maximum number of iterations reached.")
+
+    monkeypatch.setattr(scipy.optimize, "nnls", exhausted)
+    with pytest.raises(SolverError, match="ran out of active-set iterations.*unknown"):
+        least_distance(np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([1.0, 1.0]))
+    assert cell_maximizer(lam, X, get_activation("relu"), X[0] / X[0].norm()) is None

@@ -44,7 +44,7 @@ import torch
 
 from .activations import HomogeneousActivation, LeakyReLU, get_activation
 from .backend import lstsq_driver
-from .errors import FlatbookInputError
+from .errors import FlatbookInputError, SolverError
 from .flatness import orbit_minimum
 
 _QUADRATIC = get_activation("quadratic")
@@ -117,8 +117,8 @@ def maximize_dual_ratio(
 #: relative distance to a hyperplane below which the cell maximiser counts as lying on it and is moved to its
 #: negative side (by this much: the near-copies it makes of one direction stay close)
 CELL_WALL_TOL = 1e-9
-#: the cell's quadratic form counts as singular where its factor R (columns equilibrated) has σ_min ≤ this σ_max: the
-#: ReLU on a cell whose positive samples do not span the space, σ_min then at round-off
+#: the cell's quadratic form counts as singular where its factor R has σ_min ≤ this σ_max: the ReLU on a cell whose
+#: positive samples do not span the space, σ_min then at round-off, or a feature on a scale 10¹² times smaller
 CELL_SINGULAR = 1e-12
 #: the ridge δ σ_max added to a singular factor R: conditioned to 1/δ, it prices the directions the form does not see
 #: (free on the cell: G_λ does not depend on them) at δ² of the others, so the solution keeps them small
@@ -136,8 +136,9 @@ def _cell_sides(Xr: np.ndarray, ur: np.ndarray) -> np.ndarray:
 
 def least_distance(G, h) -> tuple[np.ndarray, np.ndarray] | None:
     """(w, active): the least-norm point of {w : Gw ≥ h} and which of its constraints hold with equality there;
-    None where that set is empty, numerically so (its least-norm point over 10^6 times as far as that of its
-    farthest half-space), or the active-set iterations run out (3 per row of G).
+    None where that set is empty, or numerically so (its least-norm point over 10^6 times as far as that of its
+    farthest half-space).  Raises :class:`~flatbook.errors.SolverError` where the active-set iterations run out
+    (3 per row of G): then nothing is known about the set.
 
     Lawson & Hanson (1995, ch. 23): with u ≥ 0 the non-negative least-squares solution of
     [Gᵀ; hᵀ] u ≈ e_{r+1} and ρ its residual, the set is empty iff ρ = 0, and otherwise
@@ -165,8 +166,11 @@ def least_distance(G, h) -> tuple[np.ndarray, np.ndarray] | None:
     target[-1] = 1.0
     try:
         u, _ = scipy.optimize.nnls(E, target)
-    except RuntimeError:  # "Maximum number of iterations reached"
-        return None
+    except RuntimeError as exc:  # "Maximum number of iterations reached"
+        raise SolverError(
+            f"the least-distance program ({G.shape[0]} half-spaces in {r} dimensions) ran out of active-set "
+            f"iterations ({exc}); whether its set is empty is unknown."
+        ) from exc
     residual = E @ u - target
     if not -residual[-1] > 1e-12:
         return None
@@ -185,9 +189,9 @@ def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
     a_i the slope of sample i's side, so (eq. ``eq-kappa``, c = p = 1) G_λ(v) = |gᵀv| / (2 (vᵀQv)^{1/2} T^{1/2}) with
     g = Σ_i a_i λ_i x_i, Q = (2/n) Σ_i a_i² x_i x_iᵀ and T = (2/n) Σ_i a_i² ‖x_i‖² constant on C.  The
     supremum of this expression over C's closure is that of a linear form over an ellipsoid's cone, taken for
-    each sign of gᵀv (the plane gᵀv = 0 can cut C): min vᵀQv s.t. ±gᵀv ≥ 1, s_i⟨v, x_i⟩ ≥ 0.  With the
-    coordinates equilibrated (v = Dv', D scaling the columns of Q's factor to unit norm), Q' = RᵀR (plus a ridge
-    where Q' is singular: ``CELL_SINGULAR``, ``CELL_RIDGE``) and w = Rv' it is a least-distance program
+    each sign of gᵀv (the plane gᵀv = 0 can cut C): min vᵀQv s.t. ±gᵀv ≥ 1, s_i⟨v, x_i⟩ ≥ 0, plus a ridge
+    (δσ_max)²‖v‖² where Q is singular (``CELL_SINGULAR``, ``CELL_RIDGE``: in v's own coordinates, where the
+    direction is normalised).  With the form written RᵀR and w = Rv it is a least-distance program
     (:func:`least_distance`), solved over a working set of walls (``CELL_WORKING_WALLS`` per dimension, nearest
     ``u`` first) that grows by the walls its solution violates (by more than ``CELL_WALL_TOL``): a relaxation
     whose solution meets every wall is the program's.  Its solutions, projected onto the walls the program holds
@@ -195,7 +199,7 @@ def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
     to their negative side, where T is smaller and G_λ at least as large (:func:`nudge_inactive`), are valued by
     :func:`dual_ratio`; the better is returned (a unit vector; in span(``basis``), d × r orthonormal, if given).
     A sign's program gives nothing where it is infeasible (gᵀv keeps the other sign on C), numerically empty or out
-    of active-set iterations (:func:`least_distance`); a zero sample has no wall.
+    of active-set iterations (:func:`least_distance` returns None, or raises); a zero sample has no wall.
     """
     n = X.shape[0]
     Xr = (X if basis is None else X @ basis).cpu().numpy()
@@ -205,19 +209,18 @@ def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
     g = Xr.T @ (lam.cpu().numpy() * slopes)
     r = Xr.shape[1]
     B = np.sqrt(2.0 / n) * slopes[:, None] * Xr  # vᵀQv = ‖Bv‖²
-    column_norms = np.linalg.norm(B, axis=0)
-    if not column_norms.max() > 0:
-        return None
-    D = 1.0 / np.where(column_norms > 0, column_norms, 1.0)  # v = D v'
-    R = np.linalg.qr(B * D, mode="r")
+    R = np.linalg.qr(B, mode="r")  # ‖Bv‖ = ‖Rv‖, and R's columns have B's norms
     singular_values = np.linalg.svd(R, compute_uv=False)
+    if not singular_values[0] > 0:
+        return None
     if not singular_values[-1] > CELL_SINGULAR * singular_values[0]:
-        R = np.linalg.qr(np.vstack([B * D, CELL_RIDGE * singular_values[0] * np.eye(r)]), mode="r")
+        # The ridge in v's own coordinates, where the direction is normalised: it keeps Q's null directions small.
+        R = np.linalg.qr(np.vstack([R, CELL_RIDGE * singular_values[0] * np.eye(r)]), mode="r")
     sample_norms = np.linalg.norm(Xr, axis=1)
     walls = np.where(positive, 1.0, -1.0)[:, None] * Xr  # s_i x_i: ⟨s_i x_i, v⟩ ≥ 0 on the cell
-    # the rows act on v = D R⁻¹ w: G_w = G_v D R⁻¹, i.e. G_wᵀ = R⁻ᵀ D G_vᵀ
-    walls_w = scipy.linalg.solve_triangular(R, (walls * D).T, trans="T").T
-    g_w = scipy.linalg.solve_triangular(R, g * D, trans="T")
+    # the rows act on v = R⁻¹ w: G_w = G_v R⁻¹, i.e. G_wᵀ = R⁻ᵀ G_vᵀ
+    walls_w = scipy.linalg.solve_triangular(R, walls.T, trans="T").T
+    g_w = scipy.linalg.solve_triangular(R, g, trans="T")
     distance = np.abs(walls @ ur) / np.where(sample_norms > 0, sample_norms, 1.0)
     nearest = np.argsort(np.where(sample_norms > 0, distance, np.inf))[: CELL_WORKING_WALLS * r]
     best = None
@@ -226,10 +229,13 @@ def cell_maximizer(lam, X, activation: LeakyReLU, u, basis=None):
         working[nearest] = True
         while True:
             held = np.flatnonzero(working)
-            solved = least_distance(np.vstack([sign * g_w[None, :], walls_w[held]]), np.eye(1, 1 + held.size)[0])
+            try:
+                solved = least_distance(np.vstack([sign * g_w[None, :], walls_w[held]]), np.eye(1, 1 + held.size)[0])
+            except SolverError:  # out of iterations: this sign gives no candidate (a heuristic move, not a bound)
+                solved = None
             if solved is None:
                 break
-            found = D * scipy.linalg.solve_triangular(R, solved[0])
+            found = scipy.linalg.solve_triangular(R, solved[0])
             violated = (walls @ found < -CELL_WALL_TOL * sample_norms * np.linalg.norm(found)) & ~working
             if not violated.any():
                 break
