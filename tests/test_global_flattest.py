@@ -155,6 +155,23 @@ def test_interior_point_master_matches_cvxpy_and_is_certified(duplicates):
             assert np.linalg.matrix_rank(columns[:, support]) == support.sum()
 
 
+def test_an_interior_point_stopped_by_a_failed_factorisation_leaves_the_vertex_dual_to_price_at(monkeypatch):
+    """A failed Cholesky factorisation at the interior point's first iterate ends it with λ = 0, which bounds
+    nothing: the master then prices at its optimal vertex's dual (λᵀy = the optimum, feasible), not at λ = 0, at
+    which every dual ratio vanishes (the rounds then divided by a zero largest ratio)."""
+    rng = np.random.default_rng(5)
+    columns, weights, y = rng.standard_normal((20, 90)), rng.uniform(0.5, 2.0, 90), rng.standard_normal(20)
+    exact = cvxpy_weighted_l1(columns, y, weights)
+    Phi, w, yt = (torch.from_numpy(a) for a in (columns, weights, y))
+    master = RestrictedMaster.of_columns(Phi, w, yt)
+    failed = torch.linalg.cholesky_ex(torch.zeros(20, 20, dtype=torch.float64))
+    monkeypatch.setattr(torch.linalg, "cholesky_ex", lambda *args, **kwargs: (failed[0], torch.tensor(1)))
+    solution, central, _ = master.solve()
+    assert solution.value == pytest.approx(exact, rel=1e-6)
+    assert float(central @ yt) == pytest.approx(exact, rel=1e-6)
+    assert float((Phi.T @ central).abs().div(w).max()) <= 1 + 1e-9
+
+
 def test_a_master_highs_cannot_finish_in_time_stops_at_once_and_falls_back_on_the_interior_point(monkeypatch):
     """At the paper's scale a dense master can outlast HiGHS's time limit: it raises at once (no retry from
     scratch, which would take as long again), and the vertex step then returns the interior point's primal

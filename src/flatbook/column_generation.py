@@ -236,7 +236,12 @@ class RestrictedMaster:
             return MasterState(highs, torch.as_tensor(highs.dual, dtype=Phi.dtype, device=Phi.device), None)
         refit = support_refit(mu, Phi, y, w, self.weak_duality_bound(central))
         if refit is None:
-            return MasterState(self.vertex_at(central, primal=mu), central, None)
+            vertex = self.vertex_at(central, primal=mu)
+            if not float(central @ y) > 0:
+                # The interior point stopped before its dual bounded anything (a failed factorisation leaves
+                # λ = 0): price at the vertex's dual instead, which is optimal.
+                central = torch.as_tensor(vertex.dual, dtype=Phi.dtype, device=Phi.device)
+            return MasterState(vertex, central, None)
         solution = MasterSolution(
             mu=refit.cpu().numpy(), dual=central.cpu().numpy(), value=float(w @ refit.abs()), basic=False
         )
