@@ -5,38 +5,33 @@
 
 For each instance d:n, a single-index ReLU teacher with label noise 0.3 (``single_index(d, "relu", noise_std=0.3,
 seed)``, samples with seed + 1), width m = 2n, and :func:`flatbook.flattest_interpolator` with ``rounds`` rounds
-(``tol=0.01``): with the cell ascent (:func:`flatbook.pricing.ascend_cells`) at each ``--steps`` moves per start
-(``column_generation.CELL_ASCENT_STEPS`` is the solver's default), and the peer, the same solver with
-``cell_ascent=False`` (gradient ascent only), in the same process after one warm-up solve, the order of the two
-alternating from row to row. Printed per row: Υ, rounds, stop and seconds per round of each, the ratio of seconds per
-round against the peer, and of Υ. One process; run it alone. The cell ascent runs only without exact pricing, so every
-instance needs d > 3."""
+(``tol=0.01``): with the cell ascent (:func:`flatbook.pricing.ascend_cells`) at each ``--steps`` moves per start at
+every level (0, the default: ``column_generation.CELL_ASCENT_STEPS``, the solver's moves per level), and the peer,
+the same solver with ``cell_ascent=False`` (gradient ascent only), in the same process after one warm-up solve, the
+order of the two alternating from row to row. Printed per row: Υ, rounds, stop and seconds per round of each, the
+ratio of seconds per round against the peer, and of Υ. One process; run it alone. The cell ascent runs only without
+exact pricing, so every instance needs d > 3."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
-import flatbook.column_generation as column_generation
 from flatbook import flattest_interpolator
 from flatbook.data import single_index
 
-from common import header, instance
+from common import cell_ascent_fixed, header, instance
 
 
 def solve(X, y, n: int, rounds: int, seed: int, steps: int | None) -> dict:
-    """One solve, with the cell ascent at ``steps`` moves per start (None: without it)."""
-    original_steps = column_generation.CELL_ASCENT_STEPS
-    if steps is not None:
-        column_generation.CELL_ASCENT_STEPS = steps
-    try:
+    """One solve, with the cell ascent at ``steps`` moves per start at every level (0: the solver's default
+    moves, which grow with the pricer's level; None: without the cell ascent)."""
+    with cell_ascent_fixed(moves=steps or None):
         started = time.perf_counter()
         result = flattest_interpolator(
             X, y, "relu", 2 * n, rounds=rounds, tol=0.01, seed=seed, cell_ascent=steps is not None
         )
         seconds = time.perf_counter() - started
-    finally:
-        column_generation.CELL_ASCENT_STEPS = original_steps
     return {
         "upsilon": result.upper,
         "rounds": result.rounds,
@@ -52,10 +47,12 @@ def main():
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--steps", type=int, nargs="+", default=[column_generation.CELL_ASCENT_STEPS])
+    parser.add_argument(
+        "--steps", type=int, nargs="+", default=[0], help="moves per start at every level (0: the solver's default)"
+    )
     args = parser.parse_args()
-    if args.rounds < 1 or min(args.steps) < 1:
-        parser.error("--rounds and every --steps must be at least 1")
+    if args.rounds < 1 or min(args.steps) < 0:
+        parser.error("--rounds must be at least 1 and every --steps at least 0 (0: the solver's default)")
     if min(d for d, _ in args.instances) <= 3:
         parser.error("every instance needs d > 3: below, pricing is exact and the cell ascent never runs")
     print(header(f"single-index ReLU, noise 0.3, m = 2n, at most {args.rounds} rounds"))
@@ -63,7 +60,7 @@ def main():
     print(f"| d | n | seed | moves | {runs} | time ratio | Υ ratio |")
     print("|---|---|---|---|---|---|---|---|")
     X, y = single_index(4, link="relu", noise_std=0.3, seed=0).sample(16, seed=1)
-    solve(X, y, 16, 2, 0, column_generation.CELL_ASCENT_STEPS)  # warm-up: imports, first factorisations
+    solve(X, y, 16, 2, 0, 0)  # warm-up: imports, first factorisations
     row_number = 0
     for d, n in args.instances:
         for seed in args.seeds:

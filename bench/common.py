@@ -1,14 +1,17 @@
-"""What the benchmarks share: a timer, the header that says where the numbers come from, and the d:n argument."""
+"""What the benchmarks share: a timer, the header that says where the numbers come from, the d:n argument and a
+fixed setting of the solver's cell ascent."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import platform
 import time
 
 import torch
 
+import flatbook.column_generation as column_generation
 from flatbook.backend import default_device
 
 
@@ -50,3 +53,20 @@ def header(extra: str = "") -> str:
         f"# {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
         f"torch {torch.__version__}, device {default_device()}" + (f", {extra}" if extra else "")
     )
+
+
+@contextlib.contextmanager
+def cell_ascent_fixed(starts: int | None = None, moves: int | None = None):
+    """Within the block, the pricing's cell ascent starts from ``starts`` best endpoints and as many random starts,
+    ``moves`` moves each, at every effort level (``column_generation.CELL_ASCENT_STARTS`` and ``CELL_ASCENT_STEPS``,
+    which by default grow with the level); None keeps the default."""
+    original = column_generation.CELL_ASCENT_STARTS, column_generation.CELL_ASCENT_STEPS
+    levels = len(original[0])
+    try:
+        if starts is not None:
+            column_generation.CELL_ASCENT_STARTS = (starts,) * levels
+        if moves is not None:
+            column_generation.CELL_ASCENT_STEPS = (moves,) * levels
+        yield
+    finally:
+        column_generation.CELL_ASCENT_STARTS, column_generation.CELL_ASCENT_STEPS = original

@@ -4,7 +4,7 @@
     python bench/defaults_against_long_runs.py --instances 8:64 --seeds 0 1
     python bench/defaults_against_long_runs.py --instances 4:16 4:32 --certified   # against a proof (d = 4)
     python bench/defaults_against_long_runs.py --no-cell-ascent   # every run with cell_ascent=False
-    python bench/defaults_against_long_runs.py --cells 64:4       # every run with the cell ascent at 64 + 64 starts
+    python bench/defaults_against_long_runs.py --cells 64:4       # cell ascent: 64 + 64 starts, 4 moves, every level
     python bench/defaults_against_long_runs.py --cell-settings off 16:2 64:4   # the defaults' Υ per cell-ascent setting
 
 For each instance d:n and seed: a noiseless single-index ReLU teacher (``single_index(d, "relu", seed)``, samples with
@@ -18,7 +18,8 @@ tailing-off stop, ``CERTIFIED_LIMIT`` seconds) and its proven lower bound on Υ*
 upper bound on how far they end from the optimum. With ``--no-cell-ascent`` every run (the certified one too) prices
 with ``cell_ascent=False`` (gradient ascent alone); with ``--without-longer`` the 400-round run is left out. With
 ``--cell-settings`` only the defaults run, once per setting of the cell ascent (``off``, or STARTS:MOVES for
-``column_generation.CELL_ASCENT_STARTS`` and ``CELL_ASCENT_STEPS``), and each run's Υ, rounds, stop and seconds are
+``column_generation.CELL_ASCENT_STARTS`` and ``CELL_ASCENT_STEPS`` at every effort level, where by default they grow
+with the level), and each run's Υ, rounds, stop and seconds are
 printed. Otherwise, printed per row: Υ, rounds and stop of each run, and the defaults' excess, Υ / min(long, longer,
 pooled) − 1 (or Υ / the proven bound − 1). One process, two threads.
 """
@@ -32,11 +33,10 @@ from pathlib import Path
 
 import torch
 
-import flatbook.column_generation as column_generation
 from flatbook import flattest_interpolator
 from flatbook.data import single_index
 
-from common import header, instance
+from common import cell_ascent_fixed, header, instance
 
 RUNS = {
     "defaults": {},
@@ -127,16 +127,11 @@ def settings_point(d: int, n: int, seed: int, settings: list[tuple[int, int] | N
     """The defaults once per cell-ascent setting (None: off)."""
     X, y = single_index(d, link="relu", seed=seed).sample(n, seed=seed + 1000)
     row: dict = {"d": d, "n": n, "seed": seed}
-    original = column_generation.CELL_ASCENT_STARTS, column_generation.CELL_ASCENT_STEPS
     for setting in settings:
-        if setting is not None:
-            column_generation.CELL_ASCENT_STARTS, column_generation.CELL_ASCENT_STEPS = setting
-        try:
+        with cell_ascent_fixed(*(setting or (None, None))):
             started = time.perf_counter()
             result = flattest_interpolator(X, y, "relu", 2 * n, seed=seed, cell_ascent=setting is not None)
-            row["off" if setting is None else f"{setting[0]}:{setting[1]}"] = _entry(result, started)
-        finally:
-            column_generation.CELL_ASCENT_STARTS, column_generation.CELL_ASCENT_STEPS = original
+        row["off" if setting is None else f"{setting[0]}:{setting[1]}"] = _entry(result, started)
     return row
 
 
@@ -157,8 +152,6 @@ def main():
         "--cell-settings", type=cell_setting, nargs="+", help="only the defaults, per cell-ascent setting (off, S:M)"
     )
     args = parser.parse_args()
-    if args.cells is not None:
-        column_generation.CELL_ASCENT_STARTS, column_generation.CELL_ASCENT_STEPS = args.cells
     extra = {"cell_ascent": False} if args.no_cell_ascent else {}
     if args.cell_settings:
         setting_names = ["off" if s is None else f"{s[0]}:{s[1]}" for s in args.cell_settings]
@@ -198,7 +191,8 @@ def main():
     rows = []
     for d, n in args.instances:
         for seed in args.seeds:
-            row = point_of(d, n, seed, extra)
+            with cell_ascent_fixed(*(args.cells or (None, None))):
+                row = point_of(d, n, seed, extra)
             rows.append(row)
             cells = " | ".join(
                 f"{row[name]['upsilon']:.4f}, {row[name]['rounds']}, {row[name]['stop']}" for name in names

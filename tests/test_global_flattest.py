@@ -1355,6 +1355,25 @@ def test_progress_shows_a_bar_and_changes_nothing_else(capsys):
     assert fingerprint(shown) == fingerprint(quiet)
 
 
+def test_the_cell_ascent_grows_with_the_pricing_level(monkeypatch):
+    """At level 0 the cell ascent starts from CELL_ASCENT_STARTS[0] best endpoints and as many random starts,
+    CELL_ASCENT_STEPS[0] moves each; once a heuristic stop was about to fire (level 1), from the larger
+    CELL_ASCENT_STARTS[1] and CELL_ASCENT_STEPS[1]: a run that ends on a heuristic stop has priced at both."""
+    _, X, y = data(5, 20, "relu", noise=0.0)
+    seen = set()
+    ascend_cells = column_generation.ascend_cells
+
+    def recorded(lam, X_, activation, starts, basis=None, max_steps=20):
+        seen.add((starts.shape[0], max_steps))
+        return ascend_cells(lam, X_, activation, starts, basis, max_steps=max_steps)
+
+    monkeypatch.setattr(column_generation, "ascend_cells", recorded)
+    result = flattest_interpolator(X, y, "relu", 40, seed=1)
+    assert not result.stop.proven  # d = 5: heuristic pricing, so the run escalated before it stopped
+    levels = zip(column_generation.CELL_ASCENT_STARTS, column_generation.CELL_ASCENT_STEPS, strict=True)
+    assert seen == {(2 * starts, steps) for starts, steps in levels}
+
+
 @pytest.mark.parametrize(
     ("name", "d", "rho0", "ascends"),
     [

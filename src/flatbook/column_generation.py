@@ -84,10 +84,11 @@ MASTER_RESTART_FACTOR = 10.0
 #: the caps needed to close a gap grow steeply with it
 CERTIFY_UP_TO = 3
 #: moves of the pricing's cell-by-cell ascent from each start (:func:`~flatbook.pricing.ascend_cells`), and how
-#: many of the gradient ascent's best endpoints, and of its random starts, it starts from (bench/README.md, "Why
-#: the solver's defaults")
-CELL_ASCENT_STEPS = 2
-CELL_ASCENT_STARTS = 16
+#: many of the gradient ascent's best endpoints, and of its random starts, it starts from, per effort level of the
+#: pricer: level 0, then level 1 and above (the rounds after a heuristic stop was about to fire; bench/README.md,
+#: "Why the solver's defaults")
+CELL_ASCENT_STEPS = (2, 16)
+CELL_ASCENT_STARTS = (16, 64)
 #: the default number of caps the cap branch-and-bound may bound in one pricing round
 MAX_CAPS = 500_000
 #: a master with at least this many feature entries (n × columns) whose vertex the dual does not identify is
@@ -425,11 +426,11 @@ class Pricer:
 
     With ``cell_ascent`` (the default), for the ReLU family without exact pricing, over a whole subsphere, the
     ``CELL_ASCENT_STARTS`` best endpoints of the ascent and as many of its random starts are then moved on cell by
-    cell of the data's hyperplane arrangement (:func:`~flatbook.pricing.ascend_cells`): gradient ascent stalls at the
-    cells' boundaries, where G_λ's maxima sit.
+    cell of the data's hyperplane arrangement (:func:`~flatbook.pricing.ascend_cells`), ``CELL_ASCENT_STEPS`` moves
+    each (both per level): gradient ascent stalls at the cells' boundaries, where G_λ's maxima sit.
 
     Effort ``level`` 0 uses ``starts`` random starts and at most ``starts`` atoms; :meth:`escalate` raises it:
-    level 1 uses four times the random starts and every atom of the master; level 2 (only in the
+    level 1 uses four times the random starts, every atom of the master and the larger cell ascent; level 2 (only in the
     branch-and-bound mode) adds the cap branch-and-bound, which bounds the supremum to ``rel_tol`` and
     offers its best cap centres as candidates.
     """
@@ -541,10 +542,12 @@ class Pricer:
         if self.ascends_cells:
             # From the best endpoints, and from random starts themselves: the ascent funnels its starts into the
             # large cells' boundaries, and G_λ's supremum can sit inside a small cell that only a start there finds.
-            best = torch.argsort(values, descending=True)[:CELL_ASCENT_STARTS]
-            cell_starts = torch.cat([found[best], raw[:CELL_ASCENT_STARTS]])
+            tier = min(self.level, len(CELL_ASCENT_STARTS) - 1)
+            count = CELL_ASCENT_STARTS[tier]
+            best = torch.argsort(values, descending=True)[:count]
+            cell_starts = torch.cat([found[best], raw[:count]])
             moved, moved_values = ascend_cells(
-                lam, self.X, self.activation, cell_starts, admissible.subspace, max_steps=CELL_ASCENT_STEPS
+                lam, self.X, self.activation, cell_starts, admissible.subspace, max_steps=CELL_ASCENT_STEPS[tier]
             )
             found, values = torch.cat([found, moved]), torch.cat([values, moved_values])
         estimate = max(float(values.max()), master.largest_ratio(lam))
