@@ -27,9 +27,9 @@ This module gives the three ways to get at sup_u G_λ:
 - :func:`dual_ratio_bound`: a cheap provable bound for every activation and dimension,
   from Euler's identity z σ'(z) = c σ(z) and Cauchy-Schwarz (eq. ``eq-pricing-bound``)::
 
-      sup_u G_λ(u) ≤ max_i (|λ_i| / ‖x_i‖) · n^{(c−1)/(2c)} (n/2)^{(c+1)/(2c)} / (c γ^{1/c} K_c),
+      sup_u G_λ(u) ≤ max_i (|λ_i| / ‖x_i‖) · n^{(c−1)/(2c)} (n/2)^{(c+1)/(2c)} / (c γ^{1/c} η_c),
 
-  with K_c = ((c+1) c^{−c/(c+1)})^{(c+1)/(2c)} and γ = min |σ(±1)| over the sides where σ'
+  with η_c = ((c+1) c^{−c/(c+1)})^{(c+1)/(2c)} and γ = min |σ(±1)| over the sides where σ'
   is non-zero.  Loose, but always a bound.
 """
 
@@ -314,41 +314,41 @@ def dual_ratio_bound(lam, X, activation: HomogeneousActivation) -> float:
     ones = torch.tensor([1.0, -1.0], dtype=X.dtype, device=X.device)
     live = activation.derivative(ones) != 0
     gamma = float(activation(ones)[live].abs().min())
-    k_c = ((c + 1.0) * c ** (-c / (c + 1.0))) ** ((c + 1.0) / (2.0 * c))
+    eta_c = ((c + 1.0) * c ** (-c / (c + 1.0))) ** ((c + 1.0) / (2.0 * c))
     largest = float((lam.abs() / norms).max()) if lam.numel() else 0.0
     growth = n ** ((c - 1.0) / (2.0 * c)) * (n / 2.0) ** ((c + 1.0) / (2.0 * c))
-    return largest * growth / (c * gamma ** (1.0 / c) * k_c)
+    return largest * growth / (c * gamma ** (1.0 / c) * eta_c)
 
 
 def quadratic_dual_ratio_bound(lam, X, basis: torch.Tensor | None = None) -> float:
     """A provable upper bound on sup G_λ for σ(z) = z², over the sphere of span(``basis``) (eq. ``eq-quadratic-bound``).
 
     Numerator: |Σ_i λ_i ⟨u, x_i⟩²| = |uᵀMu|, M = Σ_i λ_i x_i x_iᵀ.  Denominator: κ^{3/4} =
-    K_2 S^{1/4} T^{1/2} with T = uᵀBu, B = (8/n) Σ_i ‖x_i‖² x_i x_iᵀ, and by the power mean
-    S = (2/n) Σ_i z_i⁴ ≥ (2/n²) (uᵀGu)², G = Σ_i x_i x_iᵀ.  With the matrix geometric mean,
-    uᵀ(G # B)u ≤ (uᵀGu · uᵀBu)^{1/2}, so G_λ(u) ≤ |uᵀMu| / (K_2 (2/n²)^{1/4} uᵀ(G # B)u), whose
-    maximum is the largest |generalised eigenvalue| of (M, G # B).  Typically within a factor
+    η_2 S^{1/4} T^{1/2} with T = uᵀBu, B = (8/n) Σ_i ‖x_i‖² x_i x_iᵀ, and by the power mean
+    S = (2/n) Σ_i z_i⁴ ≥ (2/n²) (uᵀCu)², C = Σ_i x_i x_iᵀ.  With the matrix geometric mean,
+    uᵀ(C # B)u ≤ (uᵀCu · uᵀBu)^{1/2}, so G_λ(u) ≤ |uᵀMu| / (η_2 (2/n²)^{1/4} uᵀ(C # B)u), whose
+    maximum is the largest |generalised eigenvalue| of (M, C # B).  Typically within a factor
     1.5 of the supremum, against a factor ~√n for :func:`dual_ratio_bound`.
     """
     n = X.shape[0]
     Xb = X if basis is None else X @ basis
     sq_norms = (X * X).sum(1)
     M = (Xb * lam[:, None]).T @ Xb
-    G = Xb.T @ Xb
+    C = Xb.T @ Xb
     B = 8.0 / n * (Xb * sq_norms[:, None]).T @ Xb
-    # G # B = G^{1/2} (G^{-1/2} B G^{-1/2})^{1/2} G^{1/2}
-    g_vals, g_vecs = torch.linalg.eigh(G)
-    if float(g_vals.min()) <= 1e-12 * float(g_vals.max()):
+    # C # B = C^{1/2} (C^{-1/2} B C^{-1/2})^{1/2} C^{1/2}
+    c_vals, c_vecs = torch.linalg.eigh(C)
+    if float(c_vals.min()) <= 1e-12 * float(c_vals.max()):
         return dual_ratio_bound(lam, X, _QUADRATIC)
-    g_half = g_vecs @ torch.diag(g_vals.sqrt()) @ g_vecs.T
-    g_inv_half = g_vecs @ torch.diag(g_vals.rsqrt()) @ g_vecs.T
-    inner_vals, inner_vecs = torch.linalg.eigh(g_inv_half @ B @ g_inv_half)
-    mean = g_half @ inner_vecs @ torch.diag(inner_vals.clamp_min(0).sqrt()) @ inner_vecs.T @ g_half
+    c_half = c_vecs @ torch.diag(c_vals.sqrt()) @ c_vecs.T
+    c_inv_half = c_vecs @ torch.diag(c_vals.rsqrt()) @ c_vecs.T
+    inner_vals, inner_vecs = torch.linalg.eigh(c_inv_half @ B @ c_inv_half)
+    mean = c_half @ inner_vecs @ torch.diag(inner_vals.clamp_min(0).sqrt()) @ inner_vecs.T @ c_half
     m_vals, m_vecs = torch.linalg.eigh(mean)
     m_inv_half = m_vecs @ torch.diag(m_vals.clamp_min(1e-300).rsqrt()) @ m_vecs.T
     largest = float(torch.linalg.eigvalsh(m_inv_half @ M @ m_inv_half).abs().max())
-    k_2 = (3.0 * 2.0 ** (-2.0 / 3.0)) ** 0.75
-    return largest / (k_2 * (2.0 / n**2) ** 0.25)
+    eta_2 = (3.0 * 2.0 ** (-2.0 / 3.0)) ** 0.75
+    return largest / (eta_2 * (2.0 / n**2) ** 0.25)
 
 
 def exact_pricing_available(activation: HomogeneousActivation, subspace_dim: int) -> bool:
