@@ -3,6 +3,7 @@
     python bench/defaults_against_long_runs.py                   # d = 8, n = 64 and d = 6, n = 48, seeds 0-4
     python bench/defaults_against_long_runs.py --instances 8:64 --seeds 0 1
     python bench/defaults_against_long_runs.py --instances 4:16 4:32 --certified   # against a proof (d = 4)
+    python bench/defaults_against_long_runs.py --instances 4:16 --certified --certify-up-to 3   # d = 4 heuristic
     python bench/defaults_against_long_runs.py --no-cell-ascent   # every run with cell_ascent=False
     python bench/defaults_against_long_runs.py --cells 64:4       # cell ascent: 64 + 64 starts, 4 moves, every level
     python bench/defaults_against_long_runs.py --cell-settings off 16:2 64:4   # the defaults' Υ per cell-ascent setting
@@ -15,13 +16,14 @@ final dictionaries). Nothing is proven in these dimensions (the proven lower bou
 references are the other runs' Υ: upper bounds on Υ*(m), not Υ*(m). With ``--certified`` (dimensions where the cap
 branch-and-bound closes the gap), the reference is instead a run with pricing certified (``certify_up_to=d``, no
 tailing-off stop, ``CERTIFIED_LIMIT`` seconds) and its proven lower bound on Υ*(m): the defaults' excess over it is an
-upper bound on how far they end from the optimum. With ``--no-cell-ascent`` every run (the certified one too) prices
-with ``cell_ascent=False`` (gradient ascent alone); with ``--without-longer`` the 400-round run is left out. With
+upper bound on how far they end from the optimum (``--certify-up-to K``: the defaults with ``certify_up_to=K``, e.g. 3
+to price d = 4 heuristically). With ``--no-cell-ascent`` every run (the certified one too) prices with
+``cell_ascent=False`` (gradient ascent alone); with ``--without-longer`` the 400-round run is left out. With
 ``--cell-settings`` only the defaults run, once per setting of the cell ascent (``off``, or STARTS:MOVES for
 ``column_generation.CELL_ASCENT_STARTS`` and ``CELL_ASCENT_STEPS`` at every effort level, where by default they grow
-with the level), and each run's Υ, rounds, stop and seconds are
-printed. Otherwise, printed per row: Υ, rounds and stop of each run, and the defaults' excess, Υ / min(long, longer,
-pooled) − 1 (or Υ / the proven bound − 1). One process, two threads.
+with the level), and each run's Υ, rounds, stop and seconds are printed. Otherwise, printed per row: Υ, rounds and stop
+of each run, and the defaults' excess, Υ / min(long, longer, pooled) − 1 (or Υ / the proven bound − 1). One process, two
+threads.
 """
 
 from __future__ import annotations
@@ -62,12 +64,13 @@ def _entry(result, started: float) -> dict:
     }
 
 
-def certified_point(d: int, n: int, seed: int, extra: dict) -> dict:
-    """The defaults against a run with certified pricing: its proven lower bound is the reference."""
+def certified_point(d: int, n: int, seed: int, extra: dict, defaults: dict) -> dict:
+    """The defaults (with ``defaults``' options) against a run with certified pricing: its proven lower bound is
+    the reference."""
     X, y = single_index(d, link="relu", seed=seed).sample(n, seed=seed + 1000)
     row: dict = {"d": d, "n": n, "seed": seed}
     started = time.perf_counter()
-    row["defaults"] = _entry(flattest_interpolator(X, y, "relu", 2 * n, seed=seed, **extra), started)
+    row["defaults"] = _entry(flattest_interpolator(X, y, "relu", 2 * n, seed=seed, **extra, **defaults), started)
     started = time.perf_counter()
     proof = flattest_interpolator(
         X,
@@ -144,6 +147,9 @@ def main():
         "--certified", action="store_true", help="compare with a run whose pricing is certified (its proven bound)"
     )
     parser.add_argument("--no-cell-ascent", action="store_true", help="every run with cell_ascent=False")
+    parser.add_argument(
+        "--certify-up-to", type=int, help="with --certified: the defaults' run with certify_up_to=K (e.g. 3 in d = 4)"
+    )
     parser.add_argument("--without-longer", action="store_true", help="no 400-round run (the slowest reference)")
     parser.add_argument(
         "--cells", type=cell_setting, help="every run with the cell ascent at STARTS:MOVES instead of the default"
@@ -152,6 +158,8 @@ def main():
         "--cell-settings", type=cell_setting, nargs="+", help="only the defaults, per cell-ascent setting (off, S:M)"
     )
     args = parser.parse_args()
+    if args.certify_up_to is not None and (not args.certified or args.certify_up_to < 0):
+        parser.error("--certify-up-to K needs --certified and K >= 0")
     extra = {"cell_ascent": False} if args.no_cell_ascent else {}
     if args.cell_settings:
         setting_names = ["off" if s is None else f"{s[0]}:{s[1]}" for s in args.cell_settings]
@@ -174,8 +182,12 @@ def main():
         return
     names: tuple[str, ...]
     if args.certified:
-        title, point_of, names = "defaults against a certified run", certified_point, ("defaults", "certified")
+        title, names = "defaults against a certified run", ("defaults", "certified")
         columns = "certified run: Υ, rounds, stop | its proven lower bound"
+        defaults = {} if args.certify_up_to is None else {"certify_up_to": args.certify_up_to}
+
+        def point_of(d, n, seed, extra):
+            return certified_point(d, n, seed, extra, defaults)
     else:
         runs = {name: options for name, options in RUNS.items() if name != "longer" or not args.without_longer}
         title, names = "heuristic pricing", (*runs, "pooled")

@@ -680,6 +680,7 @@ def _balance_point(config: Config, name: str) -> list[dict]:
                 "upsilon": at.upper,
                 "lower": at.lower,
                 "stop": base.stop.value,
+                "pricing": base.pricing,
                 "max_effective_weight": float(at.net.a.abs().max()),
                 "spread": at.width * float(weighted.max()) / at.measure_value,
             }
