@@ -540,9 +540,16 @@ def test_paper_experiments_sweeps_reuse_the_settings_rows_at_the_configs_own_val
     tables = pe.run(config)
     tau, ratio = base.noise_std, base.width_ratio
     assert sorted(calls) == sorted([(tau, ratio), (0.5, ratio), (tau, 3.0)] * config.seeds)
-    own = {key: value for key, value in tables["correlations"][0].items() if key != "setting"}
-    assert {key: value for key, value in tables["noise"][0].items() if key != "noise_std"} == own
-    assert {key: value for key, value in tables["width"][0].items() if key != "width_ratio"} == own
+    # the same rows, so the same correlation; each table's intervals hold together (Bonferroni over its rows), so
+    # the two-level sweeps draw theirs at 1 − 0.05/2, wider than the one-setting table's at 0.95
+    same = ("spearman", "seeds_used", "condition_number", "not_interpolable")
+    own = tables["correlations"][0]
+    assert own["level"] == 0.95
+    for name in ("noise", "width"):
+        row = tables[name][0]
+        assert {key: row[key] for key in same} == {key: own[key] for key in same}
+        assert row["level"] == 1 - 0.05 / 2
+        assert row["low"] <= own["low"] and row["high"] >= own["high"]
     assert [row["noise_std"] for row in tables["noise"]] == [tau, 0.5]
     assert [row["width_ratio"] for row in tables["width"]] == [ratio, 3.0]
 

@@ -178,22 +178,27 @@ def _sweep(config: Config, jobs, backend, label) -> list[dict]:
     return [row for rows in results for row in rows]
 
 
-def correlations(rows: list[dict], key: str = "setting") -> list[dict]:
+def correlations(rows: list[dict], key: str = "setting", level: float = 0.95) -> list[dict]:
     """Spearman correlation of Υ and population loss across ρ*, per seed; mean and interval per ``key``.
 
-    Points where the solver finds no interpolator (a numerically rank-deficient feature matrix) are left out
-    and counted; the condition number is the geometric mean over the points kept.  A seed with fewer than
-    four points kept gives no correlation; with fewer than two such seeds the row's values are NaN.
+    The intervals (Student t over the seeds) hold together at ``level``: each is drawn at 1 − (1 − level)/k for
+    the k values of ``key`` (Bonferroni), so that comparisons between any of a table's rows ("intervals apart")
+    need no further adjustment.  Points where the solver finds no interpolator (a numerically rank-deficient
+    feature matrix) are left out and counted; the condition number is the geometric mean over the points kept.
+    A seed with fewer than four points kept gives no correlation; with fewer than two such seeds the row's
+    values are NaN.
     """
     out = []
     nan = float("nan")
-    for value, members in group(rows, key).items():
+    groups = group(rows, key)
+    each = 1.0 - (1.0 - level) / max(len(groups), 1)
+    for value, members in groups.items():
         per_seed = []
         for seed_rows in group(members, "seed").values():
             sel = where(seed_rows, interpolable=True)
             if len(sel) >= 4:
                 per_seed.append(float(spearmanr(column(sel, "upsilon"), column(sel, "population_loss"))[0]))
-        mean, low, high = mean_interval(per_seed) if len(per_seed) >= 2 else (nan, nan, nan)
+        mean, low, high = mean_interval(per_seed, each) if len(per_seed) >= 2 else (nan, nan, nan)
         low, high = max(low, -1.0), min(high, 1.0)  # a correlation lies in [-1, 1]
         kept = where(members, interpolable=True)
         out.append(
@@ -203,6 +208,7 @@ def correlations(rows: list[dict], key: str = "setting") -> list[dict]:
                 "low": low,
                 "high": high,
                 "seeds_used": len(per_seed),
+                "level": each,
                 "condition_number": geomean(column(kept, "condition_number")) if kept else nan,
                 "not_interpolable": len(members) - len(kept),
             }

@@ -49,7 +49,8 @@ def plot_loss_vs_flatness(tables: dict) -> Figure:
 
 @figure("ch5-correlations", paper_experiments, "Rank correlation of flatness and population loss per setting")
 def plot_correlations(tables: dict) -> Figure:
-    """Spearman correlation of Υ and population loss per setting, with 95 % intervals across seeds."""
+    """Spearman correlation of Υ and population loss per setting, with intervals across seeds that hold together
+    at 95 % (Bonferroni over the settings)."""
     corr = tables["correlations"]
     fig, axes = new_figure(height=0.32 * len(corr) + 1.0)
     ax = axes[0]
@@ -90,7 +91,7 @@ def plot_beyond(tables: dict) -> Figure:
                 fmt="o-",
                 color=PALETTE["blue"],
                 capsize=3,
-                label="Spearman, 95 % interval",
+                label="Spearman, simultaneous 95 % intervals",
             )
             ax.set(xlabel=label, ylim=(-1.05, 1.05))
             ax.axhline(0, color="0.5", lw=0.8)
