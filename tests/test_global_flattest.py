@@ -969,8 +969,8 @@ def test_measure_dual_bound_is_a_proven_lower_bound_on_the_bad_set():
         X, y = teacher.sample(n, seed=2)
         bad = flattest_interpolator(X, y, activation, 2 * n, teacher=teacher.theta_star, max_alignment=0.0)
         bound = measure_dual_bound(X, y, activation, y - y.mean(), teacher=teacher.theta_star, max_alignment=0.0)
-        # the quadratic's bad set in d = 5 is a 4-sphere: within CERTIFY_UP_TO, so the cap branch-and-bound
-        assert bound.pricing == ("exact" if activation == "relu" else "branch-and-bound")
+        # the quadratic's bad set in d = 5 is a 4-sphere: above CERTIFY_UP_TO, so the closed-form bound
+        assert bound.pricing == ("exact" if activation == "relu" else "bound")
         assert 0 < bound.value <= bad.measure_value * (1 + 1e-9)
         assert bound.dual_value == pytest.approx(float(((y - y.mean()) ** 2).sum()))
     with pytest.raises(FlatbookInputError, match="lam has 3 entries"):

@@ -81,9 +81,10 @@ INEXACT_MASTER_MAX_GAP = 1e-1
 #: within this factor of its tolerance (gap and residuals): an early iterate, as Gondzio (1998) advises
 MASTER_RESTART_FACTOR = 10.0
 #: by default pricing is certified (the arrangement, or cap branch-and-bound) up to this admissible dimension:
-#: the caps needed to close a gap grow steeply with it (bench/README.md, "Why the solver's defaults": in d = 4 the
-#: branch-and-bound certifies within 1 % in seconds; in d = 5 it took minutes)
-CERTIFY_UP_TO = 4
+#: the caps needed to close a gap grow steeply with it (bench/README.md, "Against a proof": in d = 4 the
+#: branch-and-bound certifies within 0.1 % at 1.1 to 4.6 times the heuristic's time, ``certify_up_to=4``; in d = 5
+#: it took minutes)
+CERTIFY_UP_TO = 3
 #: moves of the pricing's cell-by-cell ascent from each start (:func:`~flatbook.pricing.ascend_cells`), and how
 #: many of the gradient ascent's best endpoints, and of its random starts, it starts from, per effort level of the
 #: pricer: level 0, then level 1 and above (the rounds after a heuristic stop was about to fire; bench/README.md,

@@ -246,7 +246,7 @@ def flattest_interpolator(
     Column generation (:class:`~flatbook.column_generation.ColumnGeneration`, where each stop is decided)
     runs at most ``rounds`` rounds and stops with ``StopReason.CONVERGED`` when the master's value is within
     ``tol`` (relative) of a proven lower bound.  Pricing is certified where the admissible directions span
-    at most ``certify_up_to`` dimensions (default ``CERTIFY_UP_TO`` = 4; 0: never): by the ReLU family's
+    at most ``certify_up_to`` dimensions (default ``CERTIFY_UP_TO`` = 3; 0: never): by the ReLU family's
     arrangement, or by cap branch-and-bound for the ReLU family and the quadratic (on a ρ0-band, or above
     dimension 3, where its cost grows steeply; at most ``max_caps`` caps a round, default ``MAX_CAPS`` =
     500 000: a search that runs out proves a weaker bound); elsewhere it is a

@@ -91,7 +91,7 @@ class Config:
     certified_d: int = 3
     certified_n_grid: tuple = (6, 12, 17, 24, 34, 48)
     alignments: tuple = (0.0, 0.5)
-    #: the ReLU in d = 4, ρ0 = 0: pricing exact on the bad set (a 2-sphere), the cap branch-and-bound for the flattest
+    #: the ReLU in d = 4, ρ0 = 0: pricing exact on the bad set (a 2-sphere), by bounds for the flattest
     exact_bad_d: int = 4
     exact_bad_n_grid: tuple = (8, 16, 23, 32, 45)
     #: the centred-label certificate alone, ReLU, d = certified_d, ρ0 = 0
