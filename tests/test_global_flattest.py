@@ -984,7 +984,7 @@ def test_residual_measure_bound_is_above_the_exact_measure_value_and_repairs_an_
     above V*(e) for any e (the least-norm solve of e); and a network g shrunk below V*(y), so that it fits y only
     approximately, has V*(y) ≤ Υ(g) + the bound of y − g(X): the subadditivity the bound exists for."""
     from flatbook.flatness import flatness_weights
-    from flatbook.global_flattest import residual_measure_bound
+    from flatbook.global_flattest import fit_residual_allowance, residual_measure_bound
 
     activation = get_activation("relu")
     generator = torch.Generator().manual_seed(7)
@@ -1011,8 +1011,11 @@ def test_residual_measure_bound_is_above_the_exact_measure_value_and_repairs_an_
         upsilon = float(flatness_weights(net.theta, X, "relu") @ net.effective_outer_weights().abs())
         assert upsilon < optimum
         assert optimum <= upsilon + residual_measure_bound(X, y - net(X).detach())
+        assert optimum <= upsilon + fit_residual_allowance(net, X, y)  # the same bound, read off the network
     with pytest.raises(FlatbookInputError, match="holds for p = 1"):
         residual_measure_bound(X, y, "quadratic")
+    quadratic = flattest_interpolator(X[:5], y[:5], "quadratic", 10, seed=0).net  # d = 3: at most 6 samples
+    assert math.isnan(fit_residual_allowance(quadratic, X[:5], y[:5]))  # not subadditive for p = 4/3: no allowance
 
 
 @pytest.mark.parametrize("gap", [0.0, 1e-15])

@@ -56,6 +56,7 @@ __all__ = [
     "flattest_interpolator",
     "measure_dual_bound",
     "residual_measure_bound",
+    "fit_residual_allowance",
     "rounding_excess_bound",
     "split_into_copies",
     "verify_certificate",
@@ -444,6 +445,15 @@ def residual_measure_bound(X, residual, activation="relu") -> float:
     weights = right.T @ ((left.T @ residual) / singular)
     left_over = float(torch.linalg.vector_norm(residual - features @ weights))
     return float(kappa @ weights.abs()) + float(kappa.max()) * math.sqrt(4 * n) * left_over / smallest
+
+
+def fit_residual_allowance(net, X, y) -> float:
+    """For p = 1, :func:`residual_measure_bound` of the labels ``net`` leaves unfitted, y − net(X): then
+    Υ*(m) ≤ Υ(net) + it for every width m ≥ n (chapter 4, ``prop-ch4-repair``); NaN for other p, where the
+    measure value is not subadditive."""
+    if net.activation.p != 1.0:
+        return math.nan
+    return residual_measure_bound(X, y - net(X).detach(), net.activation)
 
 
 @dataclass

@@ -28,7 +28,7 @@ from .data import MultiIndexModel, population_loss
 from .errors import FlatbookInputError
 from .flatness import unit_flatness_weights
 from .flattest import FlattestResult, flattest_outer_weights
-from .global_flattest import residual_measure_bound
+from .global_flattest import fit_residual_allowance
 from .interpolators import random_directions
 
 __all__ = ["SearchResult", "interpolator_report", "flattest_interpolator_report", "dictionary_search", "direct_search"]
@@ -80,13 +80,11 @@ def flattest_interpolator_report(
     supremum was bounded, why the column generation stopped and whether that stop proves the bracket
     (``stop``, ``certified``), the population loss (exact where a closed form exists), the weighted alignment,
     the interpolation residual beside max |y| and, for p = 1, the ``residual_allowance``: a bound on V*(y − h(X))
-    (:func:`~flatbook.global_flattest.residual_measure_bound`), so that Υ*(m) ≤ ``upsilon`` + it for the labels
+    (:func:`~flatbook.global_flattest.fit_residual_allowance`), so that Υ*(m) ≤ ``upsilon`` + it for the labels
     themselves (chapter 4, ``prop-ch4-repair``); NaN for other p."""
     X, y = check_data(X, y)
     loss = population_loss(result.net, teacher, n_test=n_test, seed=seed)
     residual = y - result.net(X).detach()
-    activation = result.net.activation
-    allowance = residual_measure_bound(X, residual, activation) if activation.p == 1.0 else float("nan")
     return {
         "upsilon": result.upper,
         "lower": result.lower,
@@ -100,7 +98,7 @@ def flattest_interpolator_report(
         "weighted_alignment": result.net.weighted_alignment(teacher.theta_star),
         "train_residual": float(residual.abs().max()),
         "max_abs_y": float(y.abs().max()),
-        "residual_allowance": allowance,
+        "residual_allowance": fit_residual_allowance(result.net, X, y),
     }
 
 

@@ -46,7 +46,7 @@ from ..column_generation import pricing_mode
 from ..data import population_loss, single_index
 from ..errors import FlatbookInputError
 from ..flatness import min_flatness, relu_memorising_flatness, unit_flatness_weights
-from ..global_flattest import flattest_interpolator, measure_dual_bound, residual_measure_bound
+from ..global_flattest import fit_residual_allowance, flattest_interpolator, measure_dual_bound
 from ..interpolators import complement_basis, memorising_network
 from ..tables import column, distinct, group, local_slopes, slope_across_seeds, where
 from .runner import map_points
@@ -349,9 +349,7 @@ def _compare(config: Config, name: str, d: int, n: int, seed: int, alignments: t
         }
         if rho is None:
             # prop-ch4-repair (p = 1, m ≥ n): Υ*(m) ≤ Υ(net) + this, the network fitting y only to a residual
-            row["residual_allowance"] = (
-                residual_measure_bound(X, y - result.net(X).detach(), activation) if activation.p == 1 else math.nan
-            )
+            row["residual_allowance"] = fit_residual_allowance(result.net, X, y)
         if rho == 0.0:
             row.update(_certificate_terms(X, y, activation, teacher, m, fields["teacher_upsilon"]))
         rows.append(row)

@@ -331,13 +331,12 @@ def _solver(config: Config, activation: str, beta: float) -> dict:
     ]
     # p = 1: the iterate plus the flattest fixed-direction fit of its residual interpolates exactly, and Υ is
     # subadditive there, so Υ(ã) + Υ_dict(y − Φã) bounds an exact interpolator's Υ (≥ the optimum) from above
-    residual = y - solution.net(X).detach()
     repaired = math.nan
     if optimum.p == 1.0:
-        fits_residual = float(residual.abs().max()) > 0
+        residual = y - solution.net(X).detach()
         repaired = solution.flatness + (
             flattest_outer_weights(directions, X, residual, activation, solver="CLARABEL").flatness
-            if fits_residual
+            if solution.residual > 0
             else 0.0
         )
     summary = {
