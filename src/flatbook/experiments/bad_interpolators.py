@@ -346,6 +346,10 @@ def _compare(config: Config, name: str, d: int, n: int, seed: int, alignments: t
             "pricing": result.pricing,
             "population_loss": population_loss(result.net, teacher).value,
             "bayes_risk": noise**2,
+            # prop-memorising, part 1: Υ(net) ≥ Υ_mem of the labels the network fits exactly, its own outputs
+            "memorising_fitted_upsilon": (
+                relu_memorising_flatness(X, result.net(X).detach()) if name == "relu" else math.nan
+            ),
         }
         if rho is None:
             # prop-ch4-repair (p = 1, m ≥ n): Υ*(m) ≤ Υ(net) + this, the network fitting y only to a residual
