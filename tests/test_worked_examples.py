@@ -25,7 +25,7 @@ NO_EXAMPLE = (
     "Reproducing at paper scale",
     "Back to flat interpolators: a question for the next chapter",
     # reads the committed paper-scale results of the checkout: nothing a reader types in a fresh interpreter
-    "At the paper's scale",
+    "At the paper scale",
 )
 
 
