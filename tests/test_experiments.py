@@ -575,6 +575,41 @@ def test_paper_experiments_tables():
     assert_draws_its_figures(paper_experiments, tables)
 
 
+def _correlation_rows(setting: str, seed: int, losses: list[float]) -> list[dict]:
+    """Grid points of one setting and seed whose Υ is 1, 2, …: their Spearman correlation is that of the losses
+    with the order."""
+    return [
+        {"setting": setting, "seed": seed, "interpolable": True, "upsilon": float(i), "population_loss": loss}
+        for i, loss in enumerate(losses)
+    ]
+
+
+def test_correlation_differences_are_welch_intervals_adjusted_over_the_pairs():
+    """Against scipy's Welch t-test interval on the per-seed correlations, at the Bonferroni-adjusted level."""
+    from scipy import stats
+
+    from flatbook.experiments import paper_experiments
+
+    rows, generator = [], np.random.default_rng(0)
+    for setting, noise in (("strong", 0.2), ("weak", 2.0), ("other", 1.0)):
+        for seed in range(5):
+            rows += _correlation_rows(setting, seed, list(np.arange(6) + noise * generator.standard_normal(6)))
+    pairs = [("weak", "strong"), ("weak", "other")]
+    found = paper_experiments.correlation_differences(rows, pairs, level=0.95)
+    by_setting = {
+        s: paper_experiments.per_seed_correlations([r for r in rows if r["setting"] == s])
+        for s in ("strong", "weak", "other")
+    }
+    for row, (setting, other) in zip(found, pairs, strict=True):
+        test = stats.ttest_ind(by_setting[setting], by_setting[other], equal_var=False)
+        reference = test.confidence_interval(confidence_level=1 - 0.05 / len(pairs))
+        assert row["level"] == pytest.approx(1 - 0.05 / len(pairs))
+        assert (row["low"], row["high"]) == pytest.approx((reference.low, reference.high), rel=1e-10)
+        assert row["difference"] == pytest.approx(np.mean(by_setting[setting]) - np.mean(by_setting[other]))
+    with pytest.raises(FlatbookInputError, match="fewer than two seeds"):
+        paper_experiments.correlation_differences(rows[:6] + rows[30:36], [("strong", "weak")])
+
+
 def _bracket_rows(p: float, allowance: float, noise: float = 0.0) -> list[dict]:
     """One point of a chapter 3 sweep: the flattest interpolator found (Υ 10 on [9.5, 10]) and a bad one."""
     kept = {"sweep": "certified", "activation": "relu", "c": 1.0, "p": p, "d": 3, "n": 12, "m": 24, "seed": 0,

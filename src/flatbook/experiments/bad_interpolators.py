@@ -76,8 +76,8 @@ CHAPTER = "book/03-bad-interpolators.md"
 VERSION = 3
 #: the ratios of ``ratios`` rows, and what each is
 RATIOS = {
-    "proven": "lower(bad) / upper(best): a proven lower bound on Υ_bad / Υ*",
-    "outer": "upper(bad) / lower(best): a proven upper bound on Υ_bad / Υ*",
+    "proven": "lower(bad) / upper(best): a proven lower bound on Υ_bad / Υ* (for p ≠ 1 up to the best network's fit)",
+    "outer": "upper(bad) / lower(best): an upper bound on Υ_bad / Υ* up to the bad network's fit residual",
     "estimate": "upper(bad) / upper(best): the two networks found",
     "certificate": "(V_cert / V_teacher)^p: the centred-label certificate over the teacher's Υ (proven lower bound)",
 }

@@ -14,7 +14,7 @@ __all__ = ["plot_gap", "plot_heuristic", "plot_regime", "plot_losses"]
 
 #: how each ratio of ``ratios`` is drawn: colour and legend label
 RATIO_STYLE = {
-    "proven": (ROLE["bad"], r"lower(bad) / upper(best), proven"),
+    "proven": (ROLE["bad"], r"lower(bad) / upper(best), proven (for $p \ne 1$ up to the fit)"),
     "estimate": (PALETTE["sky"], r"upper(bad) / upper(best), the networks found"),
     "certificate": (PALETTE["green"], r"centred-label certificate / teacher, proven"),
 }
@@ -30,8 +30,9 @@ def _by_x(rows, field):
 
 
 def _bracket(ax, rows, scale=lambda r: r["n_over_d"]):
-    """The proven bracket [lower(bad)/upper(best), upper(bad)/lower(best)] as a band (geometric means over
-    seeds), the networks' ratio and the certificate as lines, every seed as a faint marker; x = scale(row)."""
+    """The bracket [lower(bad)/upper(best), upper(bad)/lower(best)] (lower end proven, upper end networks found)
+    as a band (geometric means over seeds), the networks' ratio and the certificate as lines, every seed as a faint
+    marker; x = scale(row)."""
     groups = group(rows, "n", sort=True)
     xs = [scale(members[0]) for members in groups.values()]
     low = [geomean(column(members, "proven")) for members in groups.values()]
@@ -43,7 +44,7 @@ def _bracket(ax, rows, scale=lambda r: r["n_over_d"]):
         color=ROLE["bad"],
         alpha=0.18,
         lw=0,
-        label="proven bracket on $\\Upsilon_{\\rm bad}/\\Upsilon^\\star$",
+        label="bracket on $\\Upsilon_{\\rm bad}/\\Upsilon^\\star$ (lower end proven)",
     )
     for name, (colour, label) in RATIO_STYLE.items():
         ax.plot(
@@ -106,7 +107,7 @@ def plot_gap(tables: dict) -> Figure:
 
 @figure("ch3-heuristic", bad_interpolators, "Brackets on the gap in higher dimension: ReLU and quadratic")
 def plot_heuristic(tables: dict) -> Figure:
-    """ReLU in a higher d and the quadratic at n/D fixed (ρ0 = 0): the proven bracket on Υ_bad/Υ*, the ratio of
+    """ReLU in a higher d and the quadratic at n/D fixed (ρ0 = 0): the bracket on Υ_bad/Υ*, the ratio of
     the networks found and the certificate, against n/d."""
     fig, axes = new_figure(ncols=2, height=3.3)
     with book_style():
@@ -128,7 +129,7 @@ def plot_heuristic(tables: dict) -> Figure:
 
 @figure("ch3-regime", bad_interpolators, "Quadratic at fixed d: the gap as n approaches D = d(d-1)/2")
 def plot_regime(tables: dict) -> Figure:
-    """Quadratic, fixed d, ρ0 = 0: the proven bracket on Υ_bad/Υ* and the networks' ratio against n/D; beyond
+    """Quadratic, fixed d, ρ0 = 0: the bracket on Υ_bad/Υ* and the networks' ratio against n/D; beyond
     n = D no misaligned interpolator exists."""
     rows = where(tables["ratios"], sweep="quadratic_regime", rho=0.0)
     fig, axes = new_figure(height=3.0)
