@@ -325,19 +325,6 @@ def test_the_spot_check_recomputes_a_swept_point_under_its_configuration(swept_r
     assert len(found) == 1 and found[0].committed == doctored["points"][1]["result"]["value"]
 
 
-def test_the_spot_check_takes_the_cheapest_point_of_every_kind_before_cheaper_ones_of_the_same_kind(swept_results):
-    """A file whose cheap points are all of one kind (say, a closed form) and whose solver points cost more must
-    still have a solver point recomputed: otherwise its solver rows could be stale and pass."""
-    kinds = json.loads(json.dumps(swept_results))
-    cheap, dear = kinds["points"][0], kinds["points"][1]
-    copies = [{**cheap, "seconds": 0.01 * (i + 1)} for i in range(4)]
-    kinds["points"] = [*copies, {**dear, "point": {**dear["point"], "kind": "solver"}, "seconds": 5.0}]
-    chosen = [entry for entry, _ in paper_results.cheapest_points(kinds, points=3)]
-    assert [e["seconds"] for e in chosen] == [0.01, 5.0, 0.02]
-    within_a_second = paper_results.cheapest_points(kinds, points=3, max_seconds=1.0)
-    assert [e["seconds"] for e, _ in within_a_second] == [0.01, 0.02]  # the solver point alone is over the budget
-
-
 def test_points_recorded_without_their_configuration_are_used_only_where_the_file_tells_it(swept_results):
     """Without ``config_changes``, a point whose function and arguments occur twice has no known configuration:
     it is neither resumed nor spot-checked (under the run's configuration the swept one would fail the check,

@@ -385,11 +385,9 @@ def differences(committed, recomputed, *, rtol: float, atol: float, where: str =
 
 
 def cheapest_points(results: dict, points: int = 3, max_seconds: float = math.inf) -> list[tuple[dict, Any]]:
-    """The committed points a spot check recomputes, as (point, configuration), among those whose configuration
-    the file tells (:func:`_configurations`; a point read from the cache has no seconds and is left out): first
-    the cheapest point of each kind (point function and its ``kind`` argument, cheapest kinds first), so that
-    every kind of computation an experiment records is checked where its cost allows, then the cheapest others
-    up to ``points`` in all; as many as took at most ``max_seconds`` together by their recorded seconds.
+    """The committed points a spot check recomputes, as (point, configuration): the ``points`` cheapest by their
+    recorded seconds, as many as took at most ``max_seconds`` together, among those whose configuration the file
+    tells (:func:`_configurations`; a point read from the cache has no seconds and is left out).
 
     The paper configuration itself must be unchanged: a different one raises, naming the command to rerun.
     """
@@ -403,17 +401,12 @@ def cheapest_points(results: dict, points: int = 3, max_seconds: float = math.in
     timed = sorted(
         ((e, c) for e, c in known if e["seconds"] is not None and c is not None), key=lambda pair: pair[0]["seconds"]
     )
-    first_of_kind: dict[tuple, int] = {}
-    for i, (entry, _) in enumerate(timed):
-        first_of_kind.setdefault((entry["function"], str(entry["point"].get("kind"))), i)
-    firsts = sorted(first_of_kind.values())
-    others = [i for i in range(len(timed)) if i not in set(firsts)]
     chosen, total = [], 0.0
-    for i in firsts + others[: max(points - len(firsts), 0)]:
-        if total + timed[i][0]["seconds"] > max_seconds:
-            continue
-        total += timed[i][0]["seconds"]
-        chosen.append(timed[i])
+    for entry, point_config in timed[:points]:
+        total += entry["seconds"]
+        if total > max_seconds:
+            break
+        chosen.append((entry, point_config))
     return chosen
 
 
