@@ -236,8 +236,9 @@ def per_seed_correlations(rows: list[dict]) -> list[float]:
 
 def correlation_differences(rows: list[dict], pairs: list[tuple[str, str]], level: float = 0.95) -> list[dict]:
     """For each (setting, other) in ``pairs``, the mean per-seed correlation of ``setting`` minus that of
-    ``other``, with a Welch interval (unequal variances, Welch–Satterthwaite degrees of freedom; the settings'
-    seeds are not paired).  The intervals hold together at ``level``: each is drawn at 1 − (1 − level)/k for the
+    ``other``, with a Welch interval (unequal variances, Welch–Satterthwaite degrees of freedom).  Settings of
+    one seed share their inputs and noise draws, so a paired interval would be tighter; the unpaired one is the
+    conservative choice.  The intervals hold together at ``level``: each is drawn at 1 − (1 − level)/k for the
     k pairs (Bonferroni)."""
     each = 1.0 - (1.0 - level) / max(len(pairs), 1)
     by_setting = group(rows, "setting")
