@@ -584,8 +584,9 @@ def _correlation_rows(setting: str, seed: int, losses: list[float]) -> list[dict
     ]
 
 
-def test_correlation_differences_are_welch_intervals_adjusted_over_the_pairs():
-    """Against scipy's Welch t-test interval on the per-seed correlations, at the Bonferroni-adjusted level."""
+def test_correlation_differences_are_paired_intervals_adjusted_over_the_pairs():
+    """Against scipy's paired t-test interval on the per-seed correlations of the seeds both settings keep, at the
+    Bonferroni-adjusted level; a seed one setting drops is left out of its pairs."""
     from scipy import stats
 
     from flatbook.experiments import paper_experiments
@@ -594,18 +595,22 @@ def test_correlation_differences_are_welch_intervals_adjusted_over_the_pairs():
     for setting, noise in (("strong", 0.2), ("weak", 2.0), ("other", 1.0)):
         for seed in range(5):
             rows += _correlation_rows(setting, seed, list(np.arange(6) + noise * generator.standard_normal(6)))
+    for row in rows:
+        if row["setting"] == "other" and row["seed"] == 4:
+            row["interpolable"] = row["upsilon"] < 3  # three points kept: no correlation for this seed
     pairs = [("weak", "strong"), ("weak", "other")]
     found = paper_experiments.correlation_differences(rows, pairs, level=0.95)
     by_setting = {
         s: paper_experiments.per_seed_correlations([r for r in rows if r["setting"] == s])
         for s in ("strong", "weak", "other")
     }
+    assert sorted(by_setting["other"]) == [0, 1, 2, 3]
     for row, (setting, other) in zip(found, pairs, strict=True):
-        test = stats.ttest_ind(by_setting[setting], by_setting[other], equal_var=False)
+        seeds = sorted(by_setting[setting].keys() & by_setting[other].keys())
+        test = stats.ttest_rel([by_setting[setting][s] for s in seeds], [by_setting[other][s] for s in seeds])
         reference = test.confidence_interval(confidence_level=1 - 0.05 / len(pairs))
-        assert row["level"] == pytest.approx(1 - 0.05 / len(pairs))
+        assert row["level"] == pytest.approx(1 - 0.05 / len(pairs)) and row["seeds"] == len(seeds)
         assert (row["low"], row["high"]) == pytest.approx((reference.low, reference.high), rel=1e-10)
-        assert row["difference"] == pytest.approx(np.mean(by_setting[setting]) - np.mean(by_setting[other]))
     with pytest.raises(FlatbookInputError, match="fewer than two seeds"):
         paper_experiments.correlation_differences(rows[:6] + rows[30:36], [("strong", "weak")])
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 from scipy.stats import spearmanr
-from scipy.stats import t as student_t
 
 from .. import flattest_outer_weights, get_activation
 from ..data import multi_index_product, population_loss, single_index, sum_of_single_index
@@ -204,7 +203,7 @@ def correlations(rows: list[dict], key: str = "setting", level: float = 0.95) ->
     groups = group(rows, key)
     each = 1.0 - (1.0 - level) / max(len(groups), 1)
     for value, members in groups.items():
-        per_seed = per_seed_correlations(members)
+        per_seed = list(per_seed_correlations(members).values())
         mean, low, high = mean_interval(per_seed, each) if len(per_seed) >= 2 else (nan, nan, nan)
         low, high = max(low, -1.0), min(high, 1.0)  # a correlation lies in [-1, 1]
         kept = where(members, interpolable=True)
@@ -223,42 +222,40 @@ def correlations(rows: list[dict], key: str = "setting", level: float = 0.95) ->
     return out
 
 
-def per_seed_correlations(rows: list[dict]) -> list[float]:
-    """Spearman's correlation of Υ and population loss across ρ*, one per seed with at least four points kept
-    (where the solver found an interpolator)."""
-    per_seed = []
-    for seed_rows in group(rows, "seed").values():
+def per_seed_correlations(rows: list[dict]) -> dict:
+    """Spearman's correlation of Υ and population loss across ρ*, by seed, for the seeds with at least four points
+    kept (where the solver found an interpolator)."""
+    per_seed = {}
+    for seed, seed_rows in group(rows, "seed").items():
         kept = where(seed_rows, interpolable=True)
         if len(kept) >= 4:
-            per_seed.append(float(spearmanr(column(kept, "upsilon"), column(kept, "population_loss"))[0]))
+            per_seed[seed] = float(spearmanr(column(kept, "upsilon"), column(kept, "population_loss"))[0])
     return per_seed
 
 
 def correlation_differences(rows: list[dict], pairs: list[tuple[str, str]], level: float = 0.95) -> list[dict]:
-    """For each (setting, other) in ``pairs``, the mean per-seed correlation of ``setting`` minus that of
-    ``other``, with a Welch interval (unequal variances, Welch–Satterthwaite degrees of freedom).  Settings of
-    one seed share their inputs and noise draws, so a paired interval would be tighter; the unpaired one is the
-    conservative choice.  The intervals hold together at ``level``: each is drawn at 1 − (1 − level)/k for the
-    k pairs (Bonferroni)."""
+    """For each (setting, other) in ``pairs``, the mean over seeds of the per-seed correlation of ``setting`` minus
+    that of ``other``, with a paired Student-t interval over the seeds both keep (settings of one seed share their
+    inputs and noise draws, so their correlations are not independent; the paired interval holds whatever that
+    dependence).  The intervals hold together at ``level``: each is drawn at 1 − (1 − level)/k for the k pairs
+    (Bonferroni)."""
     each = 1.0 - (1.0 - level) / max(len(pairs), 1)
     by_setting = group(rows, "setting")
     out = []
     for setting, other in pairs:
-        first = np.asarray(per_seed_correlations(by_setting[setting]))
-        second = np.asarray(per_seed_correlations(by_setting[other]))
-        if min(first.size, second.size) < 2:
-            raise FlatbookInputError(f"{setting!r} or {other!r} has fewer than two seeds with a correlation.")
-        v1, v2 = first.var(ddof=1) / first.size, second.var(ddof=1) / second.size
-        dof = (v1 + v2) ** 2 / (v1**2 / (first.size - 1) + v2**2 / (second.size - 1))
-        difference = float(first.mean() - second.mean())
-        half = float(student_t.ppf(0.5 + each / 2, dof) * np.sqrt(v1 + v2))
+        first, second = per_seed_correlations(by_setting[setting]), per_seed_correlations(by_setting[other])
+        seeds = sorted(first.keys() & second.keys())
+        if len(seeds) < 2:
+            raise FlatbookInputError(f"{setting!r} and {other!r} share fewer than two seeds with a correlation.")
+        difference, low, high = mean_interval([first[seed] - second[seed] for seed in seeds], each)
         out.append(
             {
                 "setting": setting,
                 "other": other,
                 "difference": difference,
-                "low": difference - half,
-                "high": difference + half,
+                "low": low,
+                "high": high,
+                "seeds": len(seeds),
                 "level": each,
             }
         )
