@@ -1,4 +1,5 @@
-"""The near-flattest set's linear programs: one warm-started HiGHS model against a cold solve per program.
+"""The near-flattest set's linear programs: one warm-started HiGHS model, restricted to a working set of atoms,
+against the same model over the whole dictionary and a cold solve per program.
 
     python bench/bench_near_flattest.py                  # n in {48, 96}
     python bench/bench_near_flattest.py --n 192
@@ -6,9 +7,10 @@
 On chapter 4's paper configuration (fixed noise, seed 0, the flattest interpolator of width 2n found first), the
 worst member at every slack (four starts) and the Frank-Wolfe floor (30 steps) are computed two ways, in the
 same run: every vertex a cold ``scipy.optimize.linprog`` (HiGHS with presolve: the peer), and one HiGHS model
-whose costs and budget change between solves, each solve starting from the last basis (what ``NearFlattestSet``
-does), with primal simplex (the set's choice) and with dual simplex (HiGHS's default). Printed: seconds, the
-ratio to the peer, and the largest relative difference of the values found (all must agree).
+whose costs and budget change between solves, each solve starting from the last basis, over the whole dictionary
+(with dual simplex, HiGHS's default, and with primal simplex) and restricted to a working set of atoms that
+pricing extends (primal simplex: what ``NearFlattestSet`` does). Printed: seconds, the ratio to the peer, and the
+largest relative difference of the values found (all must agree).
 """
 
 from __future__ import annotations
@@ -47,15 +49,21 @@ def cold_vertex(self, objective, budget):
     return z[:k] - z[k:]
 
 
-def warm_dual_simplex_vertex(self, objective, budget):
-    """The warm-started model with HiGHS's default dual simplex in place of the set's primal simplex."""
-    if self._vertex_lp is None:
-        self._vertex_lp = nf._VertexProgram(self.Phi.cpu().numpy(), self.w.cpu().numpy(), self.y.cpu().numpy())
-        self._vertex_lp.highs.setOptionValue("simplex_strategy", 1)
-    return warm_primal_simplex_vertex(self, objective, budget)
+def whole_dictionary_vertex(simplex_strategy: int):
+    """The warm-started model over every atom of the dictionary (never cut back), with HiGHS's ``simplex_strategy``
+    (1: dual, 4: primal)."""
+
+    def vertex(self, objective, budget):
+        if self._vertex_lp is None:
+            Phi, w, y = (t.cpu().numpy() for t in (self.Phi, self.w, self.y))
+            self._vertex_lp = nf._VertexProgram(Phi, w, y, seed=np.arange(Phi.shape[1]), working_atoms=None)
+            self._vertex_lp.highs.setOptionValue("simplex_strategy", simplex_strategy)
+        return restricted_vertex(self, objective, budget)
+
+    return vertex
 
 
-warm_primal_simplex_vertex = nf.NearFlattestSet.vertex
+restricted_vertex = nf.NearFlattestSet.vertex
 
 
 def excesses(near, config):
@@ -78,15 +86,16 @@ def point(n: int) -> None:
     rows = {}
     for name, vertex in (
         ("cold linprog per vertex", cold_vertex),
-        ("one warm-started model, dual simplex", warm_dual_simplex_vertex),
-        ("one warm-started model, primal simplex", warm_primal_simplex_vertex),
+        ("one warm-started model, whole dictionary, dual simplex", whole_dictionary_vertex(1)),
+        ("one warm-started model, whole dictionary, primal simplex", whole_dictionary_vertex(4)),
+        ("one warm-started model, working set, primal simplex", restricted_vertex),
     ):
         nf.NearFlattestSet.vertex = vertex
         try:
             near = nf.near_flattest_set(X, y, relu, 2 * n, teacher, flattest=flattest)
             rows[name] = timed(excesses, near, config)
         finally:
-            nf.NearFlattestSet.vertex = warm_primal_simplex_vertex
+            nf.NearFlattestSet.vertex = restricted_vertex
     peer_values, peer_seconds = rows["cold linprog per vertex"]
     for name, (values, seconds) in rows.items():
         gap = max(abs(a - b) / max(abs(b), 1e-300) for a, b in zip(values, peer_values, strict=True))

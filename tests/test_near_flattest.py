@@ -7,15 +7,17 @@ import math
 
 import numpy as np
 import pytest
+import scipy.optimize
 import torch
 
-from flatbook import flattest_interpolator
+from flatbook import flattest_interpolator, get_activation
 from flatbook.data import population_loss, population_quadratic, single_index
 from flatbook.errors import FlatbookInputError, SolverError
 from flatbook.flatness import min_flatness, unit_flatness_weights
 from flatbook.near_flattest import (
     PATH_NORM_GAP,
     PATH_NORM_MARGIN,
+    _VertexProgram,
     best_near_flattest,
     frank_wolfe_floor,
     near_flattest_set,
@@ -198,6 +200,57 @@ def test_successive_vertices_of_one_model_match_cold_solves_and_the_enumeration(
         assert float(near.w @ found.abs()) <= budget * (1 + 1e-9)
         torch.testing.assert_close(near.Phi @ found, y, rtol=0, atol=1e-9)
     assert solved == [True, False, True, True]  # half the flattest V is below every interpolating measure
+
+
+def linprog_optimum(costs, Phi, w, y, budget):
+    """max costsᵀz over {[Φ, −Φ] z = y, [w, w]ᵀz ≤ budget, z ≥ 0}, one cold scipy solve: its value, or None."""
+    found = scipy.optimize.linprog(
+        -costs, A_ub=np.concatenate([w, w])[None, :], b_ub=[budget], A_eq=np.hstack([Phi, -Phi]), b_eq=y,
+        bounds=(0, None), method="highs",
+    )  # fmt: skip
+    return None if found.status != 0 else -found.fun
+
+
+def test_the_restricted_vertex_program_is_optimal_over_the_whole_dictionary():
+    """Column generation over a working set of atoms (seeded with one atom, which cannot interpolate; cut back to
+    its basis above 2(n + 1) atoms) gives the optimum of the whole program at every objective and budget, an
+    empty budget included, and never holds the whole dictionary once it has been cut."""
+    generator = torch.Generator().manual_seed(3)
+    X = torch.randn(10, 3, generator=generator, dtype=torch.float64)
+    y = torch.randn(10, generator=generator, dtype=torch.float64)
+    U = torch.randn(400, 3, generator=generator, dtype=torch.float64)
+    Phi = torch.relu(X @ U.T).numpy()
+    w = unit_flatness_weights(U, X, get_activation("relu")).numpy()
+    n, k = Phi.shape
+    program = _VertexProgram(Phi, w, y.numpy(), seed=np.array([0]), working_atoms=2 * (n + 1))
+    feasible = linprog_optimum(np.zeros(2 * k), Phi, w, y.numpy(), 1e6)
+    assert feasible == 0.0  # P_B is non-empty at a large budget
+    # the smallest budget of an interpolating measure, so that the budgets below bracket it
+    least = scipy.optimize.linprog(
+        np.concatenate([w, w]), A_eq=np.hstack([Phi, -Phi]), b_eq=y.numpy(), bounds=(0, None), method="highs"
+    ).fun
+    sizes, empty = [], 0
+    for budget in (1.5 * least, 1.1 * least, 0.9 * least, 3.0 * least, 1.2 * least):
+        for _ in range(3):
+            c = torch.randn(k, generator=generator, dtype=torch.float64).numpy()
+            expected = linprog_optimum(np.concatenate([c, -c]), Phi, w, y.numpy(), budget)
+            found = program.argmax(c, budget)
+            sizes.append(program.atoms.size)
+            if expected is None:
+                assert found is None
+                empty += 1
+                continue
+            assert c @ found == pytest.approx(expected, rel=1e-8)
+            assert np.abs(Phi @ found - y.numpy()).max() <= 1e-8
+            assert w @ np.abs(found) <= budget * (1 + 1e-9)
+        total = program.largest_total(budget)
+        expected = linprog_optimum(np.ones(2 * k), Phi, w, y.numpy(), budget)
+        assert (total is None) == (expected is None)
+        if total is not None:
+            assert float(total[0].sum() + total[1].sum()) == pytest.approx(expected, rel=1e-8)
+    assert empty == 3  # the budget below the least one, three times
+    cut = sizes.index(k) if k in sizes else None  # the infeasible seed took the whole dictionary first
+    assert cut is not None and min(sizes[cut + 1 :]) < k
 
 
 def test_the_range_widens_with_the_slack():

@@ -35,6 +35,7 @@ the budget is shrunk and the measure re-solved while the split's rounding pushes
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -106,59 +107,132 @@ class LargestPathNorm:
     network_path_norm: float | None = None  #: its P, the linear program's optimum (to its tolerance)
 
 
-class _VertexProgram:
-    """max cᵀμ over P_B = {μ : Φμ = y, Σ_j w_j|μ_j| ≤ B} as one HiGHS model (μ = z⁺ − z⁻, z ≥ 0) whose objective
-    and budget change between solves: each solve starts from the previous basis, and the successive linear
-    programs of a climb or of Frank–Wolfe differ only in their objective."""
+#: the restricted vertex program keeps at most this many times n + 1 atoms between solves (its basic atoms and
+#: those priced in): a basic solution has at most n + 1, and a few times that leaves room for the atoms a climb
+#: or Frank-Wolfe visits next (bench/bench_near_flattest.py times it against the whole dictionary)
+WORKING_ATOMS_FACTOR = 4
+#: the reduced cost above which an atom outside the working set joins it: HiGHS's dual feasibility tolerance in
+#: the vertex program, so that the restricted optimum is optimal over the dictionary to the same tolerance
+PRICING_TOLERANCE = 1e-10
 
-    def __init__(self, Phi: np.ndarray, w: np.ndarray, y: np.ndarray):
-        n, k = Phi.shape
-        self.n, self.k = n, k
-        self.w, self.y = w, y
-        #: the rows [Φ, −Φ] (interpolation) and [w, w] (the budget) over the columns (z⁺, z⁻)
-        self.matrix = scipy.sparse.csc_matrix(np.vstack([np.hstack([Phi, -Phi]), np.concatenate([w, w])[None, :]]))
+
+class _VertexProgram:
+    """max cᵀμ over P_B = {μ : Φμ = y, Σ_j w_j|μ_j| ≤ B} (μ = z⁺ − z⁻, z ≥ 0), by column generation over the
+    dictionary's atoms.
+
+    HiGHS solves the program restricted to a working set of atoms (both columns of each); with λ and t the
+    restricted optimum's duals of the interpolation and budget rows, an atom outside joins when one of its reduced
+    costs c⁺_j − Φ_jᵀλ − w_j t, c⁻_j + Φ_jᵀλ − w_j t exceeds ``PRICING_TOLERANCE`` (the n + 1 largest join per
+    round).  When none does, (λ, t) is dual feasible for every column, so the restricted optimum is optimal over
+    the whole dictionary (LP duality).  The model keeps its basis between solves: the successive programs of a climb
+    or of Frank-Wolfe differ only in their objective, so primal simplex starts from the last optimal basis.  The
+    working set starts at ``seed`` atoms (a feasible point's support, e.g. the flattest measure's), is cut back to
+    its basic atoms when it exceeds ``working_atoms`` (None: never), and takes the whole dictionary when the
+    restricted program is infeasible (P_B may be non-empty all the same)."""
+
+    def __init__(self, Phi: np.ndarray, w: np.ndarray, y: np.ndarray, seed: np.ndarray, working_atoms: int | None):
+        self.n, self.k = Phi.shape
+        self.Phi, self.w, self.y = np.ascontiguousarray(Phi), w, y
+        self.working_atoms = working_atoms
+        #: the working set: model columns 2i and 2i + 1 are z⁺ and z⁻ of atom ``atoms[i]``
+        self.atoms = np.zeros(0, dtype=np.int64)
+        self.in_model = np.zeros(self.k, dtype=bool)
+        self.cost_plus, self.cost_minus = np.zeros(self.k), np.zeros(self.k)
         lp = highspy.HighsLp()
-        lp.num_col_, lp.num_row_ = 2 * k, n + 1
-        lp.col_cost_ = np.zeros(2 * k)
-        lp.col_lower_ = np.zeros(2 * k)
-        lp.col_upper_ = np.full(2 * k, highspy.kHighsInf)
+        lp.num_col_, lp.num_row_ = 0, self.n + 1
         lp.row_lower_ = np.concatenate([y, [-highspy.kHighsInf]])
         lp.row_upper_ = np.concatenate([y, [highspy.kHighsInf]])  # the budget row's bound is set by each solve
         lp.sense_ = highspy.ObjSense.kMaximize
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-        A = self.matrix
-        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = A.indptr, A.indices, A.data
         self.highs = highspy.Highs()
         self.highs.setOptionValue("output_flag", False)
         # HiGHS's default 1e-7 leaves Φμ − y at ~1e-8 max|y| on some vertices; a least-squares polish on the
         # support is no cure (the support's Φ can be nearly singular, and the step then leaves the budget)
         self.highs.setOptionValue("primal_feasibility_tolerance", 1e-10)
-        self.highs.setOptionValue("dual_feasibility_tolerance", 1e-10)
+        self.highs.setOptionValue("dual_feasibility_tolerance", PRICING_TOLERANCE)
         # most successive solves change only the objective (a climb's, Frank-Wolfe's), so the previous optimal
         # basis stays primal feasible and primal simplex starts from it; a change of budget makes HiGHS repair
         # feasibility first (bench/bench_near_flattest.py times it against the default dual simplex)
         self.highs.setOptionValue("simplex_strategy", 4)
         self.highs.passModel(lp)
+        self._add(np.asarray(seed, dtype=np.int64))
+
+    @functools.cached_property
+    def matrix(self) -> scipy.sparse.csc_matrix:
+        """The whole program's rows [Φ, −Φ] (interpolation) and [w, w] (the budget) over the columns (z⁺, z⁻)."""
+        return scipy.sparse.csc_matrix(
+            np.vstack([np.hstack([self.Phi, -self.Phi]), np.concatenate([self.w, self.w])[None, :]])
+        )
+
+    def _add(self, atoms: np.ndarray) -> None:
+        """Both columns of each atom not yet in the model, with the current costs."""
+        atoms = atoms[~self.in_model[atoms]]
+        if atoms.size == 0:
+            return
+        columns = np.empty((self.n + 1, 2 * atoms.size))
+        columns[: self.n, 0::2], columns[: self.n, 1::2] = self.Phi[:, atoms], -self.Phi[:, atoms]
+        columns[self.n, 0::2] = columns[self.n, 1::2] = self.w[atoms]
+        A = scipy.sparse.csc_matrix(columns)
+        costs = np.empty(2 * atoms.size)
+        costs[0::2], costs[1::2] = self.cost_plus[atoms], self.cost_minus[atoms]
+        count = 2 * atoms.size
+        self.highs.addCols(
+            count, costs, np.zeros(count), np.full(count, highspy.kHighsInf),
+            A.nnz, A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32), A.data,
+        )  # fmt: skip
+        self.atoms = np.concatenate([self.atoms, atoms])
+        self.in_model[atoms] = True
+
+    def _cut_to_basis(self) -> None:
+        """Drop the atoms neither of whose columns is basic (both at zero); the basis stays valid."""
+        status = np.array([int(s) for s in self.highs.getBasis().col_status]).reshape(-1, 2)
+        basic = (status == int(highspy.HighsBasisStatus.kBasic)).any(axis=1)
+        dropped = np.flatnonzero(~basic)
+        columns = np.sort(np.concatenate([2 * dropped, 2 * dropped + 1])).astype(np.int32)
+        self.highs.deleteCols(columns.size, columns)
+        self.in_model[self.atoms[dropped]] = False
+        self.atoms = self.atoms[basic]
+
+    def _solve(self, cost_plus: np.ndarray, cost_minus: np.ndarray, budget: float) -> np.ndarray | None:
+        """max Σ_j (cost⁺_j z⁺_j + cost⁻_j z⁻_j) over the whole program: (z⁺, z⁻) stacked, or None when empty."""
+        if self.working_atoms is not None and self.atoms.size > self.working_atoms and self.highs.getBasis().valid:
+            self._cut_to_basis()
+        self.cost_plus, self.cost_minus = cost_plus, cost_minus
+        costs = np.empty(2 * self.atoms.size)
+        costs[0::2], costs[1::2] = cost_plus[self.atoms], cost_minus[self.atoms]
+        self.highs.changeColsCost(costs.size, np.arange(costs.size, dtype=np.int32), costs)
+        self.highs.changeRowBounds(self.n, -highspy.kHighsInf, budget)
+        batch = self.n + 1
+        while True:
+            self.highs.run()
+            if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+                if self.atoms.size == self.k:
+                    return None
+                self._add(np.arange(self.k))  # the restricted program is empty: the whole dictionary decides
+                continue
+            solution = self.highs.getSolution()
+            duals = np.asarray(solution.row_dual)
+            projected = self.Phi.T @ duals[: self.n]
+            reduced = np.maximum(cost_plus - projected, cost_minus + projected) - self.w * duals[self.n]
+            reduced[self.in_model] = -np.inf
+            joining = np.flatnonzero(reduced > PRICING_TOLERANCE)
+            if joining.size == 0:
+                z = np.zeros(2 * self.k)
+                value = np.asarray(solution.col_value)
+                z[self.atoms], z[self.k + self.atoms] = value[0::2], value[1::2]
+                return z
+            if joining.size > batch:
+                joining = joining[np.argpartition(-reduced[joining], batch)[:batch]]
+            self._add(joining)
 
     def largest_total(self, budget: float) -> tuple[np.ndarray, np.ndarray] | None:
-        """(z⁺, z⁻) maximising Σ_j (z⁺_j + z⁻_j) over the model's constraints, or None when they are empty."""
-        self.highs.changeColsCost(2 * self.k, np.arange(2 * self.k, dtype=np.int32), np.ones(2 * self.k))
-        self.highs.changeRowBounds(self.n, -highspy.kHighsInf, budget)
-        self.highs.run()
-        if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            return None
-        z = np.asarray(self.highs.getSolution().col_value)
-        return z[: self.k], z[self.k :]
+        """(z⁺, z⁻) maximising Σ_j (z⁺_j + z⁻_j) over the program's constraints, or None when they are empty."""
+        z = self._solve(np.ones(self.k), np.ones(self.k), budget)
+        return None if z is None else (z[: self.k], z[self.k :])
 
     def argmax(self, c: np.ndarray, budget: float) -> np.ndarray | None:
         """The maximising vertex μ, or None when P_budget is empty."""
-        self.highs.changeColsCost(2 * self.k, np.arange(2 * self.k, dtype=np.int32), np.concatenate([c, -c]))
-        self.highs.changeRowBounds(self.n, -highspy.kHighsInf, budget)
-        self.highs.run()
-        if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            return None
-        z = np.asarray(self.highs.getSolution().col_value)
-        return z[: self.k] - z[self.k :]
+        z = self._solve(c, -c, budget)
+        return None if z is None else z[: self.k] - z[self.k :]
 
 
 #: branch-and-bound nodes HiGHS may explore for :meth:`NearFlattestSet.largest_path_norm`; a program stopped there
@@ -263,7 +337,13 @@ class NearFlattestSet:
     def _program(self) -> _VertexProgram:
         """The HiGHS model of P_B, built at the first use."""
         if self._vertex_lp is None:
-            self._vertex_lp = _VertexProgram(self.Phi.cpu().numpy(), self.w.cpu().numpy(), self.y.cpu().numpy())
+            self._vertex_lp = _VertexProgram(
+                self.Phi.cpu().numpy(),
+                self.w.cpu().numpy(),
+                self.y.cpu().numpy(),
+                seed=np.flatnonzero(self.start.cpu().numpy()),  # the flattest measure's atoms: feasible at B(ε)
+                working_atoms=WORKING_ATOMS_FACTOR * (self.X.shape[0] + 1),
+            )
         return self._vertex_lp
 
     def vertex(self, objective: torch.Tensor, budget: float) -> torch.Tensor | None:
