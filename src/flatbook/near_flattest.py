@@ -107,9 +107,9 @@ class LargestPathNorm:
     network_path_norm: float | None = None  #: its P, the linear program's optimum (to its tolerance)
 
 
-#: the restricted vertex program keeps at most this many times n + 1 atoms between solves (its basic atoms and
-#: those priced in): a basic solution has at most n + 1, and a few times that leaves room for the atoms a climb
-#: or Frank-Wolfe visits next (bench/bench_near_flattest.py times it against the whole dictionary)
+#: a solve starts by cutting the vertex program's working set back to its basic atoms when it holds more than this
+#: many times n + 1 atoms: a basic solution has at most n + 1, and a few times that leaves room for the atoms a
+#: climb or Frank-Wolfe visits next (bench/bench_near_flattest.py times it against the whole dictionary)
 WORKING_ATOMS_FACTOR = 4
 #: the reduced cost above which an atom outside the working set joins it: HiGHS's dual feasibility tolerance in
 #: the vertex program, so that the restricted optimum is optimal over the dictionary to the same tolerance
