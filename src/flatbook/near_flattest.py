@@ -172,19 +172,27 @@ class _VertexProgram:
         columns[: self.n, 0::2], columns[: self.n, 1::2] = self.Phi[:, atoms], -self.Phi[:, atoms]
         columns[self.n, 0::2] = columns[self.n, 1::2] = self.w[atoms]
         A = scipy.sparse.csc_matrix(columns)
-        costs = np.empty(2 * atoms.size)
-        costs[0::2], costs[1::2] = self.cost_plus[atoms], self.cost_minus[atoms]
         count = 2 * atoms.size
         self.highs.addCols(
-            count, costs, np.zeros(count), np.full(count, highspy.kHighsInf),
+            count, self._costs(atoms), np.zeros(count), np.full(count, highspy.kHighsInf),
             A.nnz, A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32), A.data,
         )  # fmt: skip
         self.atoms = np.concatenate([self.atoms, atoms])
         self.in_model[atoms] = True
 
+    def _costs(self, atoms: np.ndarray) -> np.ndarray:
+        """The current costs of the model columns of ``atoms``: (cost⁺_j, cost⁻_j) in turn."""
+        costs = np.empty(2 * atoms.size)
+        costs[0::2], costs[1::2] = self.cost_plus[atoms], self.cost_minus[atoms]
+        return costs
+
     def _cut_to_basis(self) -> None:
-        """Drop the atoms neither of whose columns is basic (both at zero); the basis stays valid."""
-        status = np.array([int(s) for s in self.highs.getBasis().col_status]).reshape(-1, 2)
+        """Drop the atoms neither of whose columns is basic (both at zero); the basis stays valid.  Nothing is
+        dropped before the first solve (no basis yet)."""
+        basis = self.highs.getBasis()
+        if not basis.valid:
+            return
+        status = np.array([int(s) for s in basis.col_status]).reshape(-1, 2)
         basic = (status == int(highspy.HighsBasisStatus.kBasic)).any(axis=1)
         dropped = np.flatnonzero(~basic)
         columns = np.sort(np.concatenate([2 * dropped, 2 * dropped + 1])).astype(np.int32)
@@ -194,11 +202,10 @@ class _VertexProgram:
 
     def _solve(self, cost_plus: np.ndarray, cost_minus: np.ndarray, budget: float) -> np.ndarray | None:
         """max Σ_j (cost⁺_j z⁺_j + cost⁻_j z⁻_j) over the whole program: (z⁺, z⁻) stacked, or None when empty."""
-        if self.working_atoms is not None and self.atoms.size > self.working_atoms and self.highs.getBasis().valid:
+        if self.working_atoms is not None and self.atoms.size > self.working_atoms:
             self._cut_to_basis()
         self.cost_plus, self.cost_minus = cost_plus, cost_minus
-        costs = np.empty(2 * self.atoms.size)
-        costs[0::2], costs[1::2] = cost_plus[self.atoms], cost_minus[self.atoms]
+        costs = self._costs(self.atoms)
         self.highs.changeColsCost(costs.size, np.arange(costs.size, dtype=np.int32), costs)
         self.highs.changeRowBounds(self.n, -highspy.kHighsInf, budget)
         batch = self.n + 1
