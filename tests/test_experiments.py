@@ -611,6 +611,8 @@ def test_correlation_differences_are_paired_intervals_adjusted_over_the_pairs():
         reference = test.confidence_interval(confidence_level=1 - 0.05 / len(pairs))
         assert row["level"] == pytest.approx(1 - 0.05 / len(pairs)) and row["seeds"] == len(seeds)
         assert (row["low"], row["high"]) == pytest.approx((reference.low, reference.high), rel=1e-10)
+        first, second = ([by_setting[name][s] for s in seeds] for name in (setting, other))
+        assert row["difference"] == pytest.approx(np.mean(first) - np.mean(second))
     with pytest.raises(FlatbookInputError, match="fewer than two seeds"):
         paper_experiments.correlation_differences(rows[:6] + rows[30:36], [("strong", "weak")])
 
