@@ -6,7 +6,8 @@
 Run it from a clean checkout (it refuses uncommitted changes in src/ or book/: the file names the commit that
 computed it), one experiment at a time, alone on the machine if its wall time is to mean anything. Stopped
 (Ctrl-C or SIGTERM), it writes the points that finished (``complete`` false); the next run, here or on a fresh
-machine with the same computing code, puts them back into the cache and computes only the rest. A complete file
+machine with the same computing code, puts them back into the cache and computes only the rest; the points it
+resumes keep the seconds the earlier run recorded for them. A complete file
 of the current code is left alone unless ``--again``. What the file holds: ``flatbook.paper_results``.
 """
 
@@ -37,6 +38,7 @@ def main(argv=None) -> int:
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
     path = RESULTS / paper_results.file_name(args.experiment)
+    previous = None
     if path.exists():
         previous = paper_results.load(path)
         current = previous["code_fingerprint"] == experiment_fingerprint(args.experiment)
@@ -51,6 +53,8 @@ def main(argv=None) -> int:
     except FlatbookInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if previous is not None and not args.again:
+        paper_results.carry_seconds(results, previous)
     paper_results.write(results, path)
     if results["failure"]:
         print(

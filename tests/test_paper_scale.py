@@ -114,6 +114,21 @@ def test_committed_points_resume_into_the_cache_and_are_not_computed_again(smoke
     assert paper_results.resume_into_cache(stale) == 0  # other code: its points are not this code's
 
 
+def test_resumed_points_get_back_the_seconds_of_the_run_that_computed_them(smoke_results, tmp_path, monkeypatch):
+    monkeypatch.setenv("FLATBOOK_CACHE", str(tmp_path / "fresh-machine"))
+    paper_results.resume_into_cache(smoke_results)
+    again = paper_results.run("symmetry_paradox", "smoke", jobs=1, allow_uncommitted=True)
+    assert all(point["seconds"] is None for point in again["points"])
+    stale = {**smoke_results, "code_fingerprint": "0" * 64}
+    assert paper_results.carry_seconds(again, stale) == 0
+    assert paper_results.carry_seconds(again, smoke_results) == len(smoke_results["points"])
+    assert [p["seconds"] for p in again["points"]] == [p["seconds"] for p in smoke_results["points"]]
+    assert again["points_cached"] == len(again["points"])  # still read from the cache, with their cost known
+    assert paper_results.cheapest_points(again, points=1)[0][0]["seconds"] == min(
+        p["seconds"] for p in smoke_results["points"]
+    )
+
+
 @pytest.mark.parametrize(
     ("committed", "recomputed", "expected"),
     [

@@ -9,7 +9,8 @@ and the provenance: the commit (a run refuses uncommitted changes), the fingerpr
 runs, the configuration, machine, device, library versions, wall time, command line and cache hits.
 
 A stopped run writes what finished (``complete`` false, no tables); :func:`resume_into_cache` puts those points
-back into the cache, on any machine with the same computing code, so the next run computes only the rest.
+back into the cache, on any machine with the same computing code, so the next run computes only the rest, and
+:func:`carry_seconds` gives them back the seconds the earlier run recorded.
 :func:`spot_check` recomputes the cheapest committed points with the current code and lists every number that
 differs beyond a tolerance: the check that committed results are still what the code computes.
 """
@@ -330,6 +331,27 @@ def resume_into_cache(results: dict) -> int:
     return restored
 
 
+def carry_seconds(results: dict, earlier: dict) -> int:
+    """Give each point of ``results`` that came from the cache (seconds None) the seconds ``earlier``, a results
+    file of the same computing code, recorded for it (same function, arguments and ``config_changes``); return
+    how many. A resumed run then still says what each point cost where it was computed, so that
+    :func:`cheapest_points` can choose among all of them, not only among the last run's. ``points_cached`` still
+    counts them as read from the cache. Other code (another fingerprint) gives nothing."""
+    if earlier["code_fingerprint"] != results["code_fingerprint"]:
+        return 0
+
+    def identity(entry):
+        return json.dumps([entry["function"], entry["point"], entry.get("config_changes")], sort_keys=True)
+
+    recorded = {identity(entry): entry["seconds"] for entry in earlier["points"] if entry["seconds"] is not None}
+    carried = 0
+    for entry in results["points"]:
+        if entry["seconds"] is None and identity(entry) in recorded:
+            entry["seconds"] = recorded[identity(entry)]
+            carried += 1
+    return carried
+
+
 def _arguments(point: dict) -> dict:
     """A recorded point's arguments as the experiment wrote them (JSON turned its tuples into lists)."""
 
@@ -387,7 +409,8 @@ def differences(committed, recomputed, *, rtol: float, atol: float, where: str =
 def cheapest_points(results: dict, points: int = 3, max_seconds: float = math.inf) -> list[tuple[dict, Any]]:
     """The committed points a spot check recomputes, as (point, configuration): the ``points`` cheapest by their
     recorded seconds, as many as took at most ``max_seconds`` together, among those whose configuration the file
-    tells (:func:`_configurations`; a point read from the cache has no seconds and is left out).
+    tells (:func:`_configurations`; a point read from the cache has no seconds, unless :func:`carry_seconds` gave it
+    those of the run that computed it, and is then left out).
 
     The paper configuration itself must be unchanged: a different one raises, naming the command to rerun.
     """
