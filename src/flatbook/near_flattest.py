@@ -254,17 +254,21 @@ PATH_NORM_FEASIBILITY = 1e-9
 #: rule of thumb, a thousand times the tolerances above (the bound's LP relaxations and the members' vertex
 #: programs each meet their constraints only to their tolerance)
 PATH_NORM_MARGIN = 1e3 * PATH_NORM_FEASIBILITY
+#: HiGHS options of that program besides its defaults: no symmetry detection and no RINS or RENS sub-MIPs, which
+#: took most of the root node's time (the incumbent comes from the successive-LP climb instead); the bound and the
+#: proof of optimality are the same branch and bound's (bench/bench_path_norm.py times it against the defaults)
+PATH_NORM_OPTIONS = {"mip_detect_symmetry": False, "mip_heuristic_run_rins": False, "mip_heuristic_run_rens": False}
 
 
 def _largest_l1(
-    polytope: _VertexProgram, budget: float, start: np.ndarray, node_limit: int
+    polytope: _VertexProgram, budget: float, start: np.ndarray, node_limit: int, options: dict = PATH_NORM_OPTIONS
 ) -> tuple[np.ndarray | None, float, bool, int]:
     """max ‖μ‖₁ over P_B = {Φμ = y, Σ_j w_j|μ_j| ≤ B} (``polytope``'s rows) as a mixed-integer linear program:
     μ = z⁺ − z⁻ with a binary b_j per atom, z⁺_j ≤ (B/w_j) b_j and z⁻_j ≤ (B/w_j)(1 − b_j), so that at most one
     side of each atom is used (the budget row implies both caps, so the program's maximum is the maximum over
-    P_B).  HiGHS's branch and bound, warm-started at ``start`` (a point of P_B).  Returns the incumbent μ (None if
-    none), HiGHS's upper bound on the maximum, whether it proved the incumbent optimal (to ``PATH_NORM_GAP``), and the
-    nodes explored."""
+    P_B).  HiGHS's branch and bound with ``options``, warm-started at ``start`` (a point of P_B).  Returns the
+    incumbent μ (None if none), HiGHS's upper bound on the maximum, whether it proved the incumbent optimal (to
+    ``PATH_NORM_GAP``), and the nodes explored."""
     n, k, y = polytope.n, polytope.k, polytope.y
     cap = budget / polytope.w
     eye, zero = scipy.sparse.identity(k, format="csc"), scipy.sparse.csc_matrix((k, k))
@@ -294,6 +298,8 @@ def _largest_l1(
     highs.setOptionValue("primal_feasibility_tolerance", PATH_NORM_FEASIBILITY)
     highs.setOptionValue("dual_feasibility_tolerance", PATH_NORM_FEASIBILITY)
     highs.setOptionValue("mip_feasibility_tolerance", PATH_NORM_FEASIBILITY)
+    for name, value in options.items():
+        highs.setOptionValue(name, value)
     highs.passModel(lp)
     warm = highspy.HighsSolution()
     warm.col_value = list(np.concatenate([np.clip(start, 0.0, None), np.clip(-start, 0.0, None), 1.0 * (start > 0)]))
