@@ -56,6 +56,7 @@ __all__ = [
     "run_status",
     "provenance",
     "resume_into_cache",
+    "carry_seconds",
     "cheapest_points",
     "spot_check",
     "differences",
