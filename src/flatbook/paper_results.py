@@ -342,14 +342,14 @@ def carry_seconds(results: dict, earlier: dict) -> int:
         return 0
 
     def identity(entry):
-        return json.dumps([entry["function"], entry["point"], entry.get("config_changes")], sort_keys=True)
+        return _point_identity(entry), json.dumps(entry.get("config_changes"), sort_keys=True)
 
     recorded = {identity(entry): entry["seconds"] for entry in earlier["points"] if entry["seconds"] is not None}
     carried = 0
     for entry in results["points"]:
-        if entry["seconds"] is None and identity(entry) in recorded:
-            entry["seconds"] = recorded[identity(entry)]
-            carried += 1
+        if entry["seconds"] is None:
+            entry["seconds"] = recorded.get(identity(entry))
+            carried += entry["seconds"] is not None
     return carried
 
 
@@ -410,8 +410,8 @@ def differences(committed, recomputed, *, rtol: float, atol: float, where: str =
 def cheapest_points(results: dict, points: int = 3, max_seconds: float = math.inf) -> list[tuple[dict, Any]]:
     """The committed points a spot check recomputes, as (point, configuration): the ``points`` cheapest by their
     recorded seconds, as many as took at most ``max_seconds`` together, among those whose configuration the file
-    tells (:func:`_configurations`; a point read from the cache has no seconds, unless :func:`carry_seconds` gave it
-    those of the run that computed it, and is then left out).
+    tells (:func:`_configurations`; a point read from the cache has no seconds and is left out, unless
+    :func:`carry_seconds` gave it those of the run that computed it).
 
     The paper configuration itself must be unchanged: a different one raises, naming the command to rerun.
     """
