@@ -5,6 +5,7 @@ import dataclasses
 import itertools
 import math
 
+import highspy
 import numpy as np
 import pytest
 import scipy.optimize
@@ -211,16 +212,20 @@ def linprog_optimum(costs, Phi, w, y, budget):
     return None if found.status != 0 else -found.fun
 
 
+def relu_dictionary(generator):
+    """A ReLU dictionary of 400 random atoms on 10 points in R³: (Φ, w, y)."""
+    X = torch.randn(10, 3, generator=generator, dtype=torch.float64)
+    y = torch.randn(10, generator=generator, dtype=torch.float64)
+    U = torch.randn(400, 3, generator=generator, dtype=torch.float64)
+    return torch.relu(X @ U.T).numpy(), unit_flatness_weights(U, X, get_activation("relu")).numpy(), y
+
+
 def test_the_restricted_vertex_program_is_optimal_over_the_whole_dictionary():
     """Column generation over a working set of atoms (seeded with one atom, which cannot interpolate; cut back to
     its basis above 2(n + 1) atoms) gives the optimum of the whole program at every objective and budget, an
     empty budget included, and never holds the whole dictionary once it has been cut."""
     generator = torch.Generator().manual_seed(3)
-    X = torch.randn(10, 3, generator=generator, dtype=torch.float64)
-    y = torch.randn(10, generator=generator, dtype=torch.float64)
-    U = torch.randn(400, 3, generator=generator, dtype=torch.float64)
-    Phi = torch.relu(X @ U.T).numpy()
-    w = unit_flatness_weights(U, X, get_activation("relu")).numpy()
+    Phi, w, y = relu_dictionary(generator)
     n, k = Phi.shape
     program = _VertexProgram(Phi, w, y.numpy(), seed=np.array([0]), working_atoms=2 * (n + 1))
     feasible = linprog_optimum(np.zeros(2 * k), Phi, w, y.numpy(), 1e6)
@@ -251,6 +256,45 @@ def test_the_restricted_vertex_program_is_optimal_over_the_whole_dictionary():
     assert empty == 3  # the budget below the least one, three times
     cut = sizes.index(k) if k in sizes else None  # the infeasible seed took the whole dictionary first
     assert cut is not None and min(sizes[cut + 1 :]) < k
+
+
+class StopsOnce:
+    """HiGHS, except that the first solve reports kUnknown (no verdict) whatever it found."""
+
+    def __init__(self, highs):
+        self.highs, self.runs = highs, 0
+
+    def __getattr__(self, name):
+        return getattr(self.highs, name)
+
+    def run(self):
+        self.runs += 1
+        return self.highs.run()
+
+    def getModelStatus(self):
+        return highspy.HighsModelStatus.kUnknown if self.runs == 1 else self.highs.getModelStatus()
+
+
+def test_a_vertex_program_stopped_without_a_verdict_is_solved_again_not_called_empty():
+    """A restricted solve that ends without a verdict is solved again from scratch and gives the whole program's
+    optimum; one that fails twice raises, naming HiGHS's status, instead of passing for an empty set."""
+    Phi, w, y = relu_dictionary(torch.Generator().manual_seed(5))
+    n, k = Phi.shape
+    least = scipy.optimize.linprog(
+        np.concatenate([w, w]), A_eq=np.hstack([Phi, -Phi]), b_eq=y.numpy(), bounds=(0, None), method="highs"
+    ).fun
+    c = np.random.default_rng(0).standard_normal(k)
+    program = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(k), working_atoms=None)
+    program.highs = StopsOnce(program.highs)
+    found = program.argmax(c, 1.5 * least)
+    assert program.highs.runs == 2
+    expected = linprog_optimum(np.concatenate([c, -c]), Phi, w, y.numpy(), 1.5 * least)
+    assert found is not None and c @ found == pytest.approx(expected, rel=1e-8)
+    failing = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(k), working_atoms=None)
+    failing.highs.setOptionValue("presolve", "off")
+    failing.highs.setOptionValue("simplex_iteration_limit", 1)
+    with pytest.raises(SolverError, match="status Iteration limit reached"):
+        failing.argmax(c, 1.5 * least)
 
 
 def test_the_range_widens_with_the_slack():

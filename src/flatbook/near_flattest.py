@@ -210,8 +210,8 @@ class _VertexProgram:
         self.highs.changeRowBounds(self.n, -highspy.kHighsInf, budget)
         batch = self.n + 1
         while True:
-            self.highs.run()
-            if self.highs.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            status = self._run()
+            if status != highspy.HighsModelStatus.kOptimal:
                 if self.atoms.size == self.k:
                     return None
                 self._add(np.arange(self.k))  # the restricted program is empty: the whole dictionary decides
@@ -230,6 +230,29 @@ class _VertexProgram:
             if joining.size > batch:
                 joining = joining[np.argpartition(-reduced[joining], batch)[:batch]]
             self._add(joining)
+
+    def _run(self) -> highspy.HighsModelStatus:
+        """Solve the restricted program: kOptimal, or an empty-program status (the budget row makes it bounded).
+
+        Primal simplex from the kept basis can stop without a verdict (HiGHS's kUnknown, seen after a change of
+        budget on a nearly singular basis); the program is then solved again from scratch by dual simplex, and a
+        second failure raises, naming the status, rather than passing for an empty program."""
+        empty = (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible)
+        self.highs.run()
+        status = self.highs.getModelStatus()
+        if status == highspy.HighsModelStatus.kOptimal or status in empty:
+            return status
+        self.highs.clearSolver()
+        self.highs.setOptionValue("simplex_strategy", 1)
+        self.highs.run()
+        self.highs.setOptionValue("simplex_strategy", 4)
+        retried = self.highs.getModelStatus()
+        if retried == highspy.HighsModelStatus.kOptimal or retried in empty:
+            return retried
+        raise SolverError(
+            f"HiGHS stopped the vertex program with status {self.highs.modelStatusToString(status)}, and again "
+            f"({self.highs.modelStatusToString(retried)}) when solved from scratch by dual simplex; report this."
+        )
 
     def largest_total(self, budget: float) -> tuple[np.ndarray, np.ndarray] | None:
         """(z⁺, z⁻) maximising Σ_j (z⁺_j + z⁻_j) over the program's constraints, or None when they are empty."""
