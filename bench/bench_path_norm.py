@@ -25,14 +25,7 @@ from flatbook import near_flattest as nf
 from flatbook.experiments import flattest_generalise
 from flatbook.relu_cells import kappa_infimum
 
-from common import header
-
-
-def timed_cpu(fn, *args):
-    """(fn(*args), CPU seconds of this process): HiGHS runs on one thread here."""
-    start = time.process_time()
-    value = fn(*args)
-    return value, time.process_time() - start
+from common import header, timed
 
 
 def point(n: int, seed: int) -> None:
@@ -48,7 +41,10 @@ def point(n: int, seed: int) -> None:
         start = near._ascend(near.start, budget, 50, lambda mu: float(mu.abs().sum()), torch.sign).cpu().numpy()
         rows = {}
         for name, options in (("HiGHS defaults", {}), ("PATH_NORM_OPTIONS", nf.PATH_NORM_OPTIONS)):
-            rows[name] = timed_cpu(nf._largest_l1, near._program(), budget, start, config.path_norm_nodes, options)
+            # CPU seconds of this process (HiGHS runs on one thread here), so that other work does not count
+            rows[name] = timed(
+                nf._largest_l1, near._program(), budget, start, config.path_norm_nodes, options, clock=time.process_time
+            )
         (_, peer_bound, _, _), peer_seconds = rows["HiGHS defaults"]
         for name, ((_, bound, optimal, nodes), seconds) in rows.items():
             print(
