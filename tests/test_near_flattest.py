@@ -18,6 +18,7 @@ from flatbook.flatness import min_flatness, unit_flatness_weights
 from flatbook.near_flattest import (
     PATH_NORM_GAP,
     PATH_NORM_MARGIN,
+    VERTEX_PROGRAM_OPTIONS,
     _VertexProgram,
     best_near_flattest,
     frank_wolfe_floor,
@@ -258,42 +259,48 @@ def test_the_restricted_vertex_program_is_optimal_over_the_whole_dictionary():
     assert cut is not None and min(sizes[cut + 1 :]) < k
 
 
-class StopsOnce:
-    """HiGHS, except that the first solve reports kUnknown (no verdict) whatever it found."""
+class StopsWithoutVerdict:
+    """HiGHS, except that every solve reports kUnknown (no verdict) whatever it found."""
 
     def __init__(self, highs):
-        self.highs, self.runs = highs, 0
+        self.highs = highs
 
     def __getattr__(self, name):
         return getattr(self.highs, name)
 
-    def run(self):
-        self.runs += 1
-        return self.highs.run()
-
     def getModelStatus(self):
-        return highspy.HighsModelStatus.kUnknown if self.runs == 1 else self.highs.getModelStatus()
+        return highspy.HighsModelStatus.kUnknown
 
 
-def test_a_vertex_program_stopped_without_a_verdict_is_solved_again_not_called_empty():
-    """A restricted solve that ends without a verdict is solved again from scratch and gives the whole program's
-    optimum; one that fails twice raises, naming HiGHS's status, instead of passing for an empty set."""
+def test_a_vertex_program_stopped_without_a_verdict_is_solved_again_not_called_empty(monkeypatch):
+    """A solve that ends without a verdict is solved from scratch by a new HiGHS instance and gives the whole
+    program's optimum; one that every instance fails raises, naming HiGHS's statuses, instead of passing for an
+    empty set."""
     Phi, w, y = relu_dictionary(torch.Generator().manual_seed(5))
     n, k = Phi.shape
     least = scipy.optimize.linprog(
         np.concatenate([w, w]), A_eq=np.hstack([Phi, -Phi]), b_eq=y.numpy(), bounds=(0, None), method="highs"
     ).fun
     c = np.random.default_rng(0).standard_normal(k)
-    program = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(k), working_atoms=None)
-    program.highs = StopsOnce(program.highs)
-    found = program.argmax(c, 1.5 * least)
-    assert program.highs.runs == 2
     expected = linprog_optimum(np.concatenate([c, -c]), Phi, w, y.numpy(), 1.5 * least)
+    program = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(k), working_atoms=None)
+    program.highs = StopsWithoutVerdict(program.highs)
+    found = program.argmax(c, 1.5 * least)
+    assert not isinstance(program.highs, StopsWithoutVerdict)  # a new instance solved it
     assert found is not None and c @ found == pytest.approx(expected, rel=1e-8)
+    # the next solve starts from the new instance's basis, with the program's own options
+    assert program.highs.getOptionValue("simplex_strategy")[1] == VERTEX_PROGRAM_OPTIONS["simplex_strategy"]
+    assert c @ program.argmax(c, 2.0 * least) == pytest.approx(
+        linprog_optimum(np.concatenate([c, -c]), Phi, w, y.numpy(), 2.0 * least), rel=1e-8
+    )
+    limited = _VertexProgram._new_solver
+    monkeypatch.setattr(
+        _VertexProgram,
+        "_new_solver",
+        staticmethod(lambda **options: limited(**{**options, "simplex_iteration_limit": 1, "presolve": "off"})),
+    )
     failing = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(k), working_atoms=None)
-    failing.highs.setOptionValue("presolve", "off")
-    failing.highs.setOptionValue("simplex_iteration_limit", 1)
-    with pytest.raises(SolverError, match="status Iteration limit reached"):
+    with pytest.raises(SolverError, match="status Iteration limit reached, and again .*Iteration limit reached"):
         failing.argmax(c, 1.5 * least)
 
 

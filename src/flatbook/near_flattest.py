@@ -114,6 +114,22 @@ WORKING_ATOMS_FACTOR = 4
 #: the reduced cost above which an atom outside the working set joins it: HiGHS's dual feasibility tolerance in
 #: the vertex program, so that the restricted optimum is optimal over the dictionary to the same tolerance
 PRICING_TOLERANCE = 1e-10
+#: HiGHS's options in the vertex program
+VERTEX_PROGRAM_OPTIONS: dict[str, bool | float | int | str] = {
+    "output_flag": False,
+    # HiGHS's default 1e-7 leaves Φμ − y at ~1e-8 max|y| on some vertices; a least-squares polish on the support
+    # is no cure (the support's Φ can be nearly singular, and the step then leaves the budget)
+    "primal_feasibility_tolerance": 1e-10,
+    "dual_feasibility_tolerance": PRICING_TOLERANCE,
+    # most successive solves change only the objective (a climb's, Frank-Wolfe's), so the previous optimal basis
+    # stays primal feasible and primal simplex starts from it; a change of budget makes HiGHS repair feasibility
+    # first (bench/bench_near_flattest.py times it against the default dual simplex)
+    "simplex_strategy": 4,
+    "presolve": "choose",
+}
+#: the options besides the vertex program's with which a new HiGHS instance solves it from scratch, in turn, when
+#: the kept instance ends a solve without a verdict: primal simplex (with presolve), then dual simplex without it
+RESTART_OPTIONS: tuple[dict[str, int | str], ...] = ({}, {"simplex_strategy": 1, "presolve": "off"})
 
 
 class _VertexProgram:
@@ -143,18 +159,17 @@ class _VertexProgram:
         lp.row_lower_ = np.concatenate([y, [-highspy.kHighsInf]])
         lp.row_upper_ = np.concatenate([y, [highspy.kHighsInf]])  # the budget row's bound is set by each solve
         lp.sense_ = highspy.ObjSense.kMaximize
-        self.highs = highspy.Highs()
-        self.highs.setOptionValue("output_flag", False)
-        # HiGHS's default 1e-7 leaves Φμ − y at ~1e-8 max|y| on some vertices; a least-squares polish on the
-        # support is no cure (the support's Φ can be nearly singular, and the step then leaves the budget)
-        self.highs.setOptionValue("primal_feasibility_tolerance", 1e-10)
-        self.highs.setOptionValue("dual_feasibility_tolerance", PRICING_TOLERANCE)
-        # most successive solves change only the objective (a climb's, Frank-Wolfe's), so the previous optimal
-        # basis stays primal feasible and primal simplex starts from it; a change of budget makes HiGHS repair
-        # feasibility first (bench/bench_near_flattest.py times it against the default dual simplex)
-        self.highs.setOptionValue("simplex_strategy", 4)
+        self.highs = self._new_solver()
         self.highs.passModel(lp)
         self._add(np.asarray(seed, dtype=np.int64))
+
+    @staticmethod
+    def _new_solver(**options) -> highspy.Highs:
+        """A HiGHS instance with ``VERTEX_PROGRAM_OPTIONS``, updated by ``options``."""
+        highs = highspy.Highs()
+        for name, value in {**VERTEX_PROGRAM_OPTIONS, **options}.items():
+            highs.setOptionValue(name, value)
+        return highs
 
     @functools.cached_property
     def matrix(self) -> scipy.sparse.csc_matrix:
@@ -234,24 +249,28 @@ class _VertexProgram:
     def _run(self) -> highspy.HighsModelStatus:
         """Solve the restricted program: kOptimal, or an empty-program status (the budget row makes it bounded).
 
-        Primal simplex from the kept basis can stop without a verdict (HiGHS's kUnknown, seen after a change of
-        budget on a nearly singular basis); the program is then solved again from scratch by dual simplex, and a
-        second failure raises, naming the status, rather than passing for an empty program."""
+        HiGHS can end a solve on the model it keeps between solves without a verdict (kUnknown) or with an error
+        (kNotset), seen on chapter 4's paper-scale datasets after many added and deleted columns, where the same
+        program passed to a new instance and solved from scratch is solved.  So the program is then handed to a
+        new instance and solved from scratch, by primal and then by dual simplex without presolve
+        (``RESTART_OPTIONS``); failing those, it raises, naming each status, rather than passing for empty."""
         empty = (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible)
-        self.highs.run()
-        status = self.highs.getModelStatus()
-        if status == highspy.HighsModelStatus.kOptimal or status in empty:
-            return status
-        self.highs.clearSolver()
-        self.highs.setOptionValue("simplex_strategy", 1)
-        self.highs.run()
-        self.highs.setOptionValue("simplex_strategy", 4)
-        retried = self.highs.getModelStatus()
-        if retried == highspy.HighsModelStatus.kOptimal or retried in empty:
-            return retried
+        statuses = []
+        for options in (None, *RESTART_OPTIONS):
+            if options is not None:
+                model = self.highs.getLp()
+                self.highs = self._new_solver(**options)
+                self.highs.passModel(model)
+            self.highs.run()
+            status = self.highs.getModelStatus()
+            if status == highspy.HighsModelStatus.kOptimal or status in empty:
+                for name in options or {}:  # later solves start from this basis with the program's own options
+                    self.highs.setOptionValue(name, VERTEX_PROGRAM_OPTIONS[name])
+                return status
+            statuses.append(self.highs.modelStatusToString(status))
         raise SolverError(
-            f"HiGHS stopped the vertex program with status {self.highs.modelStatusToString(status)}, and again "
-            f"({self.highs.modelStatusToString(retried)}) when solved from scratch by dual simplex; report this."
+            f"HiGHS ended the vertex program with status {statuses[0]}, and again when solved from scratch by a new "
+            f"instance ({', '.join(statuses[1:])}); report this."
         )
 
     def largest_total(self, budget: float) -> tuple[np.ndarray, np.ndarray] | None:
