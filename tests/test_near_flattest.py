@@ -272,6 +272,39 @@ class StopsWithoutVerdict:
         return highspy.HighsModelStatus.kUnknown
 
 
+class UndecidedWhileRestricted(StopsWithoutVerdict):
+    """HiGHS, except that it cannot decide (kUnknown) a program on fewer than ``columns`` columns."""
+
+    def __init__(self, highs, columns):
+        super().__init__(highs)
+        self.columns = columns
+
+    def getModelStatus(self):
+        if self.highs.getLp().num_col_ < self.columns:
+            return highspy.HighsModelStatus.kUnknown
+        return self.highs.getModelStatus()
+
+
+def test_a_restricted_program_that_highs_cannot_decide_gives_way_to_the_whole_dictionary(monkeypatch):
+    """A working set that HiGHS cannot decide (here: every instance reports kUnknown on it) is enlarged to the
+    whole dictionary, whose optimum is the program's, rather than raising or passing for empty."""
+    Phi, w, y = relu_dictionary(torch.Generator().manual_seed(6))
+    n, k = Phi.shape
+    least = scipy.optimize.linprog(
+        np.concatenate([w, w]), A_eq=np.hstack([Phi, -Phi]), b_eq=y.numpy(), bounds=(0, None), method="highs"
+    ).fun
+    solver = _VertexProgram._new_solver
+    monkeypatch.setattr(
+        _VertexProgram, "_new_solver", staticmethod(lambda **o: UndecidedWhileRestricted(solver(**o), 2 * k))
+    )
+    program = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(n + 1), working_atoms=None)
+    c = np.random.default_rng(1).standard_normal(k)
+    found = program.argmax(c, 1.5 * least)
+    assert program.atoms.size == k
+    expected = linprog_optimum(np.concatenate([c, -c]), Phi, w, y.numpy(), 1.5 * least)
+    assert found is not None and c @ found == pytest.approx(expected, rel=1e-8)
+
+
 def test_a_vertex_program_stopped_without_a_verdict_is_solved_again_not_called_empty(monkeypatch):
     """A solve that ends without a verdict is solved from scratch by a new HiGHS instance and gives the whole
     program's optimum; one that every instance fails raises, naming HiGHS's statuses, instead of passing for an
@@ -300,7 +333,7 @@ def test_a_vertex_program_stopped_without_a_verdict_is_solved_again_not_called_e
         staticmethod(lambda **options: limited(**{**options, "simplex_iteration_limit": 1, "presolve": "off"})),
     )
     failing = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(k), working_atoms=None)
-    with pytest.raises(SolverError, match="status Iteration limit reached, and again .*Iteration limit reached"):
+    with pytest.raises(SolverError, match="whole dictionary with status Iteration limit reached, and again"):
         failing.argmax(c, 1.5 * least)
 
 

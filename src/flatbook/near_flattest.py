@@ -143,8 +143,8 @@ class _VertexProgram:
     the whole dictionary (LP duality).  The model keeps its basis between solves: the successive programs of a climb
     or of Frank-Wolfe differ only in their objective, so primal simplex starts from the last optimal basis.  The
     working set starts at ``seed`` atoms (a feasible point's support, e.g. the flattest measure's), is cut back to
-    its basic atoms when it exceeds ``working_atoms`` (None: never), and takes the whole dictionary when the
-    restricted program is infeasible (P_B may be non-empty all the same)."""
+    its basic atoms when it exceeds ``working_atoms`` (None: never), and takes the whole dictionary when HiGHS
+    finds the restricted program infeasible or cannot decide it (P_B may be non-empty all the same)."""
 
     def __init__(self, Phi: np.ndarray, w: np.ndarray, y: np.ndarray, seed: np.ndarray, working_atoms: int | None):
         self.n, self.k = Phi.shape
@@ -225,11 +225,13 @@ class _VertexProgram:
         self.highs.changeRowBounds(self.n, -highspy.kHighsInf, budget)
         batch = self.n + 1
         while True:
-            status = self._run()
-            if status != highspy.HighsModelStatus.kOptimal:
-                if self.atoms.size == self.k:
+            whole = self.atoms.size == self.k
+            if self._run(restart=whole) != highspy.HighsModelStatus.kOptimal:
+                if whole:
                     return None
-                self._add(np.arange(self.k))  # the restricted program is empty: the whole dictionary decides
+                # the restricted program is empty, or HiGHS could not decide it (a working set that can barely
+                # interpolate, such as the flattest measure's support alone): the whole dictionary decides
+                self._add(np.arange(self.k))
                 continue
             solution = self.highs.getSolution()
             duals = np.asarray(solution.row_dual)
@@ -246,13 +248,14 @@ class _VertexProgram:
                 joining = joining[np.argpartition(-reduced[joining], batch)[:batch]]
             self._add(joining)
 
-    def _run(self) -> highspy.HighsModelStatus:
-        """Solve the restricted program: kOptimal, or an empty-program status (the budget row makes it bounded).
+    def _run(self, restart: bool) -> highspy.HighsModelStatus:
+        """Solve the program as it stands: kOptimal, an empty-program status (the budget row makes it bounded), or,
+        without ``restart``, whatever status HiGHS ended with.
 
         HiGHS can end a solve on the model it keeps between solves without a verdict (kUnknown) or with an error
         (kNotset), seen on chapter 4's paper-scale datasets after many added and deleted columns, where the same
-        program passed to a new instance and solved from scratch is solved.  So the program is then handed to a
-        new instance and solved from scratch, by primal and then by dual simplex without presolve
+        program passed to a new instance and solved from scratch is solved.  With ``restart`` the program is then
+        handed to a new instance and solved from scratch, by primal and then by dual simplex without presolve
         (``RESTART_OPTIONS``); failing those, it raises, naming each status, rather than passing for empty."""
         empty = (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible)
         statuses = []
@@ -263,14 +266,14 @@ class _VertexProgram:
                 self.highs.passModel(model)
             self.highs.run()
             status = self.highs.getModelStatus()
-            if status == highspy.HighsModelStatus.kOptimal or status in empty:
+            if status == highspy.HighsModelStatus.kOptimal or status in empty or not restart:
                 for name in options or {}:  # later solves start from this basis with the program's own options
                     self.highs.setOptionValue(name, VERTEX_PROGRAM_OPTIONS[name])
                 return status
             statuses.append(self.highs.modelStatusToString(status))
         raise SolverError(
-            f"HiGHS ended the vertex program with status {statuses[0]}, and again when solved from scratch by a new "
-            f"instance ({', '.join(statuses[1:])}); report this."
+            f"HiGHS ended the vertex program over the whole dictionary with status {statuses[0]}, and again when "
+            f"solved from scratch by a new instance ({', '.join(statuses[1:])}); report this."
         )
 
     def largest_total(self, budget: float) -> tuple[np.ndarray, np.ndarray] | None:
