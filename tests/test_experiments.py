@@ -192,7 +192,7 @@ def test_flattest_generalise_tables():
 
 
 def test_the_largest_path_norm_rows_bracket_every_member_found():
-    """Without noise, the member of largest path norm at a slack: its path norm lies at most at HiGHS's bound,
+    """Without noise, the member of largest path norm at a slack: its path norm lies at most at the search's bound,
     which lies above the path norm of the set's other measures found at that slack (the solver's network and the
     worst-excess member), and below the bound of eq-path-norm-teacher; the largest over networks is at least the
     largest over measures and at least the solver's network plus a cancelling pair on κ_inf's direction (which the
@@ -205,7 +205,7 @@ def test_the_largest_path_norm_rows_bracket_every_member_found():
     from flatbook.near_flattest import PATH_NORM_MARGIN
     from flatbook.relu_cells import INSIDE_KAPPA_TOL
 
-    margin = 1 + PATH_NORM_MARGIN  # HiGHS's and the vertex programs' tolerances
+    margin = 1 + PATH_NORM_MARGIN  # the linear programs' tolerances
     assert path["optimal"] and path["path_norm"] <= path["path_norm_bound"] * margin
     for member in (near["worst_path_norm"], flattest["path_norm"]):  # measures of the set: below the bound
         assert member <= path["path_norm_bound"] * margin

@@ -93,8 +93,8 @@ def test_worst_and_best_match_the_enumerated_vertices(name):
 
 @pytest.mark.parametrize("name", ["relu", "quadratic"])
 def test_the_largest_path_norm_is_the_enumerated_vertices_largest(name):
-    """Over measures, max ‖μ‖₁ over P_B(ε) is attained at a vertex: HiGHS's bound lies between the largest ‖μ‖₁ over
-    every enumerated vertex (up to its feasibility tolerance) and that times 1 + its gap, and for p = 1 so does the
+    """Over measures, max ‖μ‖₁ over P_B(ε) is attained at a vertex: the search's bound lies between the largest ‖μ‖₁
+    over every enumerated vertex (up to its feasibility tolerance) and that times 1 + its gap, and for p = 1 so does the
     member found; for p = 4/3 the member may come from a budget shrunk for the split's rounding, so it lies at most
     at the bound.  Over networks (p = 1) the largest Σ(z⁺ + z⁻) over every enumerated basic solution of the split
     program is the network's path norm: two neurons of opposite sign on one direction are members too."""
@@ -160,8 +160,8 @@ def test_with_the_least_kappa_direction_the_networks_beat_the_closed_form_member
 
 def test_a_path_norm_program_stopped_by_its_node_limit_still_brackets_the_largest():
     """On a dictionary too large to enumerate (d = 3, n = 16, the solver's 190 columns) a program stopped after
-    one node reports a member and a bound that still bracket the optimum the full program proves; the
-    successive-LP climb alone, where the program starts, is never above it."""
+    one node (the root relaxation) reports a member and a bound that still bracket the optimum the full search
+    proves; the successive-LP climb from the flattest measure alone is never above it."""
     teacher = single_index(3, link="relu", seed=2)
     X, y = teacher.sample(16, seed=1002)
     near = near_flattest_set(X, y, "relu", 32, teacher, rounds=10)
@@ -204,11 +204,13 @@ def test_successive_vertices_of_one_model_match_cold_solves_and_the_enumeration(
     assert solved == [True, False, True, True]  # half the flattest V is below every interpolating measure
 
 
-def linprog_optimum(costs, Phi, w, y, budget):
-    """max costsᵀz over {[Φ, −Φ] z = y, [w, w]ᵀz ≤ budget, z ≥ 0}, one cold scipy solve: its value, or None."""
+def linprog_optimum(costs, Phi, w, y, budget, closed=None):
+    """max costsᵀz over {[Φ, −Φ] z = y, [w, w]ᵀz ≤ budget, z ≥ 0, z = 0 where ``closed``}, one cold scipy solve:
+    its value, or None."""
+    bounds = [(0, 0 if closed is not None and closed[i] else None) for i in range(costs.size)]
     found = scipy.optimize.linprog(
         -costs, A_ub=np.concatenate([w, w])[None, :], b_ub=[budget], A_eq=np.hstack([Phi, -Phi]), b_eq=y,
-        bounds=(0, None), method="highs",
+        bounds=bounds, method="highs",
     )  # fmt: skip
     return None if found.status != 0 else -found.fun
 
@@ -257,6 +259,45 @@ def test_the_restricted_vertex_program_is_optimal_over_the_whole_dictionary():
     assert empty == 3  # the budget below the least one, three times
     cut = sizes.index(k) if k in sizes else None  # the infeasible seed took the whole dictionary first
     assert cut is not None and min(sizes[cut + 1 :]) < k
+
+
+@pytest.mark.parametrize("working_atoms", [2 * (10 + 1), None])
+def test_closed_columns_stay_at_zero_and_the_optimum_is_the_cold_solves(working_atoms):
+    """The branches of the path-norm search: closing columns (z⁺_j or z⁻_j fixed at 0), reopening them and closing
+    others, in one kept model with and without a working set, gives each time the optimum of a cold solve with
+    those columns' bounds at zero, and the closed columns are zero in the solution."""
+    generator = torch.Generator().manual_seed(8)
+    Phi, w, y = relu_dictionary(generator)
+    n, k = Phi.shape
+    least = scipy.optimize.linprog(
+        np.concatenate([w, w]), A_eq=np.hstack([Phi, -Phi]), b_eq=y.numpy(), bounds=(0, None), method="highs"
+    ).fun
+    budget = 1.3 * least
+    program = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(n + 1), working_atoms=working_atoms)
+    open_total = program.largest_total(budget)
+    assert open_total is not None
+    plus, minus = open_total
+    values = []
+    for trial in range(4):
+        closed = np.zeros(2 * k, dtype=bool)
+        # the columns the last optimum uses (a branch closes one of them) and random others
+        closed[np.flatnonzero(np.concatenate([plus, minus]) > 0)[trial::4]] = True
+        closed[torch.randint(2 * k, (40,), generator=generator).numpy()] = True
+        expected = linprog_optimum(np.ones(2 * k), Phi, w, y.numpy(), budget, closed)
+        found = program.largest_total(budget, closed)
+        assert (found is None) == (expected is None)
+        if found is None:
+            continue
+        z = np.concatenate(found)
+        assert (z[closed] == 0).all()
+        assert z.sum() == pytest.approx(expected, rel=1e-8)
+        assert np.abs(Phi @ (found[0] - found[1]) - y.numpy()).max() <= 1e-8
+        values.append(z.sum())
+    # feasible branches were compared, and closing columns the optimum used cost something
+    assert len(values) >= 2 and min(values) < float(plus.sum() + minus.sum()) * (1 - 1e-6)
+    reopened = program.largest_total(budget)
+    assert reopened is not None
+    assert float(reopened[0].sum() + reopened[1].sum()) == pytest.approx(float(plus.sum() + minus.sum()), rel=1e-9)
 
 
 class StopsWithoutVerdict:

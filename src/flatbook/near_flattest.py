@@ -22,8 +22,8 @@ The exact population loss is a convex quadratic in μ (:func:`~flatbook.data.pop
   bound the minimum of a convex function from below at every iterate), cheaper than the QP at many sizes.
 
 The **path norm** P = Σ_j |ã_j| = ‖μ‖₁ (book, ``prop-ch4-path-norm``) is convex too, and its maximum over P_B
-is a mixed-integer linear program (a sign per atom) that HiGHS's branch and bound solves exactly at the sizes
-of the book: :meth:`NearFlattestSet.largest_path_norm` returns the member found and a proven bound.
+is found by branch and bound on the atoms' signs, whose relaxations are the vertex programs below:
+:meth:`NearFlattestSet.largest_path_norm` returns the member found and a proven bound.
 
 :func:`near_flattest_set` builds P_B once per dataset (the dictionary and the loss's kernel); its
 :meth:`~NearFlattestSet.worst` and :func:`frank_wolfe_floor` then take the slack.  Every bound here is over the
@@ -36,6 +36,7 @@ the budget is shrunk and the measure re-solved while the split's rounding pushes
 from __future__ import annotations
 
 import functools
+import heapq
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -90,17 +91,17 @@ class LargestPathNorm:
     """The near-flattest networks of largest path norm P = Σ_j |ã_j| found on the dictionary
     (:meth:`NearFlattestSet.largest_path_norm`), in two senses.
 
-    Over **measures** (one signed weight per direction): ``member``, ``path_norm`` and HiGHS's ``bound``.  Over
+    Over **measures** (one signed weight per direction): ``member``, ``path_norm`` and the search's ``bound``.  Over
     **networks** (p = 1 only): a network may carry two neurons of opposite sign on one direction, a cancelling
     pair that adds to P and leaves the function alone; ``network`` and ``network_path_norm`` are the largest then,
     a linear program's optimum."""
 
     member: NearFlattest  #: the measure's network (one neuron per atom, split), Υ and exact excess ("path norm")
     path_norm: float  #: P(member.net): a lower end of the largest ‖μ‖₁ over the measures of P_B(ε)
-    #: HiGHS's branch-and-bound upper bound on max ‖μ‖₁ over P_B(ε) (valid up to its feasibility tolerances)
+    #: the branch and bound's upper bound on max ‖μ‖₁ over P_B(ε) (valid up to the vertex programs' tolerances)
     bound: float
-    optimal: bool  #: HiGHS proved ``path_norm`` within its relative gap (PATH_NORM_GAP) of ``bound``
-    nodes: int  #: branch-and-bound nodes explored
+    optimal: bool  #: the search proved ``path_norm`` within its relative gap (PATH_NORM_GAP) of ``bound``
+    nodes: int  #: the search's relaxations solved (linear programs), the root's included
     #: p = 1: the width-≤ m network on the dictionary with Υ ≤ (1 + ε)Υ_best of largest P (None for p ≠ 1,
     #: where a two-signed measure would have to be split into copies)
     network: TwoLayerNet | None = None
@@ -114,12 +115,14 @@ WORKING_ATOMS_FACTOR = 4
 #: the reduced cost above which an atom outside the working set joins it: HiGHS's dual feasibility tolerance in
 #: the vertex program, so that the restricted optimum is optimal over the dictionary to the same tolerance
 PRICING_TOLERANCE = 1e-10
+#: HiGHS's primal feasibility tolerance in the vertex program: its default 1e-7 leaves Φμ − y at ~1e-8 max|y| on some
+#: vertices; a least-squares polish on the support is no cure (the support's Φ can be nearly singular, and the step
+#: then leaves the budget)
+FEASIBILITY_TOLERANCE = 1e-10
 #: HiGHS's options in the vertex program
 VERTEX_PROGRAM_OPTIONS: dict[str, bool | float | int | str] = {
     "output_flag": False,
-    # HiGHS's default 1e-7 leaves Φμ − y at ~1e-8 max|y| on some vertices; a least-squares polish on the support
-    # is no cure (the support's Φ can be nearly singular, and the step then leaves the budget)
-    "primal_feasibility_tolerance": 1e-10,
+    "primal_feasibility_tolerance": FEASIBILITY_TOLERANCE,
     "dual_feasibility_tolerance": PRICING_TOLERANCE,
     # most successive solves change only the objective (a climb's, Frank-Wolfe's), so the previous optimal basis
     # stays primal feasible and primal simplex starts from it; a change of budget makes HiGHS repair feasibility
@@ -144,22 +147,34 @@ class _VertexProgram:
     or of Frank-Wolfe differ only in their objective, so primal simplex starts from the last optimal basis.  The
     working set starts at ``seed`` atoms (a feasible point's support, e.g. the flattest measure's), is cut back to
     its basic atoms when it exceeds ``working_atoms`` (None: never), and takes the whole dictionary when HiGHS
-    finds the restricted program infeasible or cannot decide it (P_B may be non-empty all the same)."""
+    finds the restricted program infeasible or cannot decide it (P_B may be non-empty all the same).  HiGHS runs
+    with ``VERTEX_PROGRAM_OPTIONS`` updated by ``options``."""
 
-    def __init__(self, Phi: np.ndarray, w: np.ndarray, y: np.ndarray, seed: np.ndarray, working_atoms: int | None):
+    def __init__(
+        self,
+        Phi: np.ndarray,
+        w: np.ndarray,
+        y: np.ndarray,
+        seed: np.ndarray,
+        working_atoms: int | None,
+        options: dict[str, bool | float | int | str] | None = None,
+    ):
         self.n, self.k = Phi.shape
         self.Phi, self.w, self.y = np.ascontiguousarray(Phi), w, y
         self.working_atoms = working_atoms
+        self.options = {**VERTEX_PROGRAM_OPTIONS, **(options or {})}
         #: the working set: model columns 2i and 2i + 1 are z⁺ and z⁻ of atom ``atoms[i]``
         self.atoms = np.zeros(0, dtype=np.int64)
         self.in_model = np.zeros(self.k, dtype=bool)
         self.cost_plus, self.cost_minus = np.zeros(self.k), np.zeros(self.k)
+        #: the columns fixed at zero (z⁺ of every atom, then z⁻): a branch of :func:`_largest_l1`
+        self.closed = np.zeros(2 * self.k, dtype=bool)
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = 0, self.n + 1
         lp.row_lower_ = np.concatenate([y, [-highspy.kHighsInf]])
         lp.row_upper_ = np.concatenate([y, [highspy.kHighsInf]])  # the budget row's bound is set by each solve
         lp.sense_ = highspy.ObjSense.kMaximize
-        self.highs = self._new_solver()
+        self.highs = self._new_solver(**self.options)
         self.highs.passModel(lp)
         self._add(np.asarray(seed, dtype=np.int64))
 
@@ -189,17 +204,35 @@ class _VertexProgram:
         A = scipy.sparse.csc_matrix(columns)
         count = 2 * atoms.size
         self.highs.addCols(
-            count, self._costs(atoms), np.zeros(count), np.full(count, highspy.kHighsInf),
+            count, self._costs(atoms), np.zeros(count), self._uppers(atoms),
             A.nnz, A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32), A.data,
         )  # fmt: skip
         self.atoms = np.concatenate([self.atoms, atoms])
         self.in_model[atoms] = True
 
+    def _model_columns(self, plus: np.ndarray, minus: np.ndarray, atoms: np.ndarray) -> np.ndarray:
+        """Per-atom values of the z⁺ and z⁻ columns laid out as the model's columns of ``atoms``: (plus_j, minus_j)
+        in turn."""
+        values = np.empty(2 * atoms.size, dtype=plus.dtype)
+        values[0::2], values[1::2] = plus[atoms], minus[atoms]
+        return values
+
     def _costs(self, atoms: np.ndarray) -> np.ndarray:
-        """The current costs of the model columns of ``atoms``: (cost⁺_j, cost⁻_j) in turn."""
-        costs = np.empty(2 * atoms.size)
-        costs[0::2], costs[1::2] = self.cost_plus[atoms], self.cost_minus[atoms]
-        return costs
+        """The current costs of the model columns of ``atoms``."""
+        return self._model_columns(self.cost_plus, self.cost_minus, atoms)
+
+    def _uppers(self, atoms: np.ndarray) -> np.ndarray:
+        """The upper bounds of the model columns of ``atoms``: 0 where the column is closed, else none."""
+        closed = self._model_columns(self.closed[: self.k], self.closed[self.k :], atoms)
+        return np.where(closed, 0.0, highspy.kHighsInf)
+
+    def _close(self, closed: np.ndarray) -> None:
+        """Fix the columns marked in ``closed`` (z⁺ then z⁻, 2k flags) at zero and free the others."""
+        if np.array_equal(closed, self.closed):
+            return
+        self.closed = closed.copy()
+        count = 2 * self.atoms.size
+        self.highs.changeColsBounds(count, np.arange(count, dtype=np.int32), np.zeros(count), self._uppers(self.atoms))
 
     def _cut_to_basis(self) -> None:
         """Drop the atoms neither of whose columns is basic (both at zero); the basis stays valid.  Nothing is
@@ -215,14 +248,18 @@ class _VertexProgram:
         self.in_model[self.atoms[dropped]] = False
         self.atoms = self.atoms[basic]
 
-    def _solve(self, cost_plus: np.ndarray, cost_minus: np.ndarray, budget: float) -> np.ndarray | None:
-        """max Σ_j (cost⁺_j z⁺_j + cost⁻_j z⁻_j) over the whole program: (z⁺, z⁻) stacked, or None when empty."""
+    def _solve(
+        self, cost_plus: np.ndarray, cost_minus: np.ndarray, budget: float, closed: np.ndarray | None = None
+    ) -> np.ndarray | None:
+        """max Σ_j (cost⁺_j z⁺_j + cost⁻_j z⁻_j) over the whole program, with the columns marked in ``closed``
+        (z⁺ then z⁻; None: none) fixed at zero: (z⁺, z⁻) stacked, or None when empty."""
         if self.working_atoms is not None and self.atoms.size > self.working_atoms:
             self._cut_to_basis()
         self.cost_plus, self.cost_minus = cost_plus, cost_minus
         costs = self._costs(self.atoms)
         self.highs.changeColsCost(costs.size, np.arange(costs.size, dtype=np.int32), costs)
         self.highs.changeRowBounds(self.n, -highspy.kHighsInf, budget)
+        self._close(np.zeros(2 * self.k, dtype=bool) if closed is None else closed)
         batch = self.n + 1
         while True:
             whole = self.atoms.size == self.k
@@ -236,7 +273,9 @@ class _VertexProgram:
             solution = self.highs.getSolution()
             duals = np.asarray(solution.row_dual)
             projected = self.Phi.T @ duals[: self.n]
-            reduced = np.maximum(cost_plus - projected, cost_minus + projected) - self.w * duals[self.n]
+            reduced = np.concatenate([cost_plus - projected, cost_minus + projected]) - np.tile(self.w, 2) * duals[-1]
+            reduced[self.closed] = -np.inf
+            reduced = reduced.reshape(2, self.k).max(axis=0)
             reduced[self.in_model] = -np.inf
             joining = np.flatnonzero(reduced > PRICING_TOLERANCE)
             if joining.size == 0:
@@ -262,13 +301,13 @@ class _VertexProgram:
         for options in (None, *RESTART_OPTIONS):
             if options is not None:
                 model = self.highs.getLp()
-                self.highs = self._new_solver(**options)
+                self.highs = self._new_solver(**{**self.options, **options})
                 self.highs.passModel(model)
             self.highs.run()
             status = self.highs.getModelStatus()
             if status == highspy.HighsModelStatus.kOptimal or status in empty or not restart:
                 for name in options or {}:  # later solves start from this basis with the program's own options
-                    self.highs.setOptionValue(name, VERTEX_PROGRAM_OPTIONS[name])
+                    self.highs.setOptionValue(name, self.options[name])
                 return status
             statuses.append(self.highs.modelStatusToString(status))
         raise SolverError(
@@ -276,9 +315,10 @@ class _VertexProgram:
             f"solved from scratch by a new instance ({', '.join(statuses[1:])}); report this."
         )
 
-    def largest_total(self, budget: float) -> tuple[np.ndarray, np.ndarray] | None:
-        """(z⁺, z⁻) maximising Σ_j (z⁺_j + z⁻_j) over the program's constraints, or None when they are empty."""
-        z = self._solve(np.ones(self.k), np.ones(self.k), budget)
+    def largest_total(self, budget: float, closed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+        """(z⁺, z⁻) maximising Σ_j (z⁺_j + z⁻_j) over the program's constraints with the ``closed`` columns at zero
+        (see :meth:`_solve`), or None when they are empty."""
+        z = self._solve(np.ones(self.k), np.ones(self.k), budget, closed)
         return None if z is None else (z[: self.k], z[self.k :])
 
     def argmax(self, c: np.ndarray, budget: float) -> np.ndarray | None:
@@ -287,75 +327,82 @@ class _VertexProgram:
         return None if z is None else z[: self.k] - z[self.k :]
 
 
-#: branch-and-bound nodes HiGHS may explore for :meth:`NearFlattestSet.largest_path_norm`; a program stopped there
-#: reports its incumbent and its proven bound (a node limit, unlike a time limit, gives the same answer on any
+#: the relaxations :func:`_largest_l1` may solve for :meth:`NearFlattestSet.largest_path_norm`; a search stopped there
+#: reports its best member and its proven bound (a node limit, unlike a time limit, gives the same answer on any
 #: machine)
 PATH_NORM_NODES = 20_000
-#: the relative gap at which HiGHS calls the largest-path-norm program solved
+#: HiGHS's options in the search's relaxations besides the vertex program's: dual simplex, since a branch changes a
+#: column's bound and not the costs, so the last optimal basis stays dual feasible (bench/bench_path_norm.py times
+#: the search against HiGHS's mixed-integer solver)
+SEARCH_OPTIONS: dict[str, bool | float | int | str] = {"simplex_strategy": 1}
+#: the relative gap at which the largest-path-norm search calls its member the largest
 PATH_NORM_GAP = 1e-4
-#: HiGHS's primal, dual and MIP feasibility tolerances in that program (its defaults are 1e-7, 1e-7 and 1e-6)
-PATH_NORM_FEASIBILITY = 1e-9
-#: the relative margin within which a member found may exceed HiGHS's bound before the bound is called false: a
-#: rule of thumb, a thousand times the tolerances above (the bound's LP relaxations and the members' vertex
-#: programs each meet their constraints only to their tolerance)
-PATH_NORM_MARGIN = 1e3 * PATH_NORM_FEASIBILITY
-#: HiGHS options of that program besides its defaults: no symmetry detection and no RINS or RENS sub-MIPs, which
-#: took most of the root node's time (the incumbent comes from the successive-LP climb instead); the bound and the
-#: proof of optimality are the same branch and bound's (bench/bench_path_norm.py times it against the defaults)
-PATH_NORM_OPTIONS = {"mip_detect_symmetry": False, "mip_heuristic_run_rins": False, "mip_heuristic_run_rens": False}
+#: the relative margin within which a member found may exceed the search's bound before the bound is called false: a
+#: rule of thumb, ten thousand times the vertex programs' feasibility tolerance (the bound's relaxations and the
+#: members' programs each meet their constraints only to it)
+PATH_NORM_MARGIN = 1e4 * FEASIBILITY_TOLERANCE
 
 
-def _largest_l1(
-    polytope: _VertexProgram, budget: float, start: np.ndarray, node_limit: int, options: dict = PATH_NORM_OPTIONS
-) -> tuple[np.ndarray | None, float, bool, int]:
-    """max ‖μ‖₁ over P_B = {Φμ = y, Σ_j w_j|μ_j| ≤ B} (``polytope``'s rows) as a mixed-integer linear program:
-    μ = z⁺ − z⁻ with a binary b_j per atom, z⁺_j ≤ (B/w_j) b_j and z⁻_j ≤ (B/w_j)(1 − b_j), so that at most one
-    side of each atom is used (the budget row implies both caps, so the program's maximum is the maximum over
-    P_B).  HiGHS's branch and bound with ``options``, warm-started at ``start`` (a point of P_B).  Returns the
-    incumbent μ (None if none), HiGHS's upper bound on the maximum, whether it proved the incumbent optimal (to
-    ``PATH_NORM_GAP``), and the nodes explored."""
-    n, k, y = polytope.n, polytope.k, polytope.y
-    cap = budget / polytope.w
-    eye, zero = scipy.sparse.identity(k, format="csc"), scipy.sparse.csc_matrix((k, k))
-    A = scipy.sparse.vstack(
-        [
-            scipy.sparse.hstack([polytope.matrix, scipy.sparse.csc_matrix((n + 1, k))]),
-            scipy.sparse.hstack([eye, zero, -scipy.sparse.diags(cap)]),
-            scipy.sparse.hstack([zero, eye, scipy.sparse.diags(cap)]),
-        ],
-        format="csc",
-    )
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = 3 * k, n + 1 + 2 * k
-    lp.col_cost_ = np.concatenate([np.ones(2 * k), np.zeros(k)])
-    lp.col_lower_ = np.zeros(3 * k)
-    lp.col_upper_ = np.concatenate([cap, cap, np.ones(k)])
-    lp.row_lower_ = np.concatenate([y, np.full(1 + 2 * k, -highspy.kHighsInf)])
-    lp.row_upper_ = np.concatenate([y, [budget], np.zeros(k), cap])
-    lp.sense_ = highspy.ObjSense.kMaximize
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = A.indptr, A.indices, A.data
-    lp.integrality_ = [highspy.HighsVarType.kContinuous] * (2 * k) + [highspy.HighsVarType.kInteger] * k
-    highs = highspy.Highs()
-    highs.setOptionValue("output_flag", False)
-    highs.setOptionValue("mip_max_nodes", node_limit)
-    highs.setOptionValue("mip_rel_gap", PATH_NORM_GAP)
-    highs.setOptionValue("primal_feasibility_tolerance", PATH_NORM_FEASIBILITY)
-    highs.setOptionValue("dual_feasibility_tolerance", PATH_NORM_FEASIBILITY)
-    highs.setOptionValue("mip_feasibility_tolerance", PATH_NORM_FEASIBILITY)
-    for name, value in options.items():
-        highs.setOptionValue(name, value)
-    highs.passModel(lp)
-    warm = highspy.HighsSolution()
-    warm.col_value = list(np.concatenate([np.clip(start, 0.0, None), np.clip(-start, 0.0, None), 1.0 * (start > 0)]))
-    highs.setSolution(warm)
-    highs.run()
-    info, status = highs.getInfo(), highs.getModelStatus()
-    if info.primal_solution_status != highspy.SolutionStatus.kSolutionStatusFeasible:
-        return None, math.inf, False, int(info.mip_node_count)
-    z = np.asarray(highs.getSolution().col_value)
-    optimal = status == highspy.HighsModelStatus.kOptimal
-    return z[:k] - z[k : 2 * k], float(info.mip_dual_bound), optimal, int(info.mip_node_count)
+@dataclass
+class _PathNormSearch:
+    """What :func:`_largest_l1` found and proved."""
+
+    member: np.ndarray  #: the measure of largest ‖μ‖₁ found, a point of P_B (to the vertex programs' tolerance)
+    bound: float  #: an upper bound on max ‖μ‖₁ over P_B: the largest relaxation of a node not branched on
+    optimal: bool  #: the member's ‖μ‖₁ is within ``PATH_NORM_GAP`` of ``bound``
+    nodes: int  #: relaxations solved, the root's included
+    #: the root relaxation's optimum (z⁺, z⁻): with both signs on an atom allowed, the largest Σ_j (z⁺_j + z⁻_j)
+    root: tuple[np.ndarray, np.ndarray]
+
+
+def _largest_l1(program: _VertexProgram, budget: float, node_limit: int) -> _PathNormSearch | None:
+    """max ‖μ‖₁ over P_B = {Φμ = y, Σ_j w_j|μ_j| ≤ B} (``program``'s rows) by branch and bound on the atoms' signs.
+
+    A node's relaxation drops the one-sign rule: max Σ_j (z⁺_j + z⁻_j) over the program's rows with the node's closed
+    columns at zero (z⁻_j = 0 or z⁺_j = 0 on each atom it has branched on), a vertex program.  Its value bounds
+    ‖μ‖₁ over the node's measures (a measure's z⁺ = max(μ, 0), z⁻ = max(−μ, 0) is feasible there), and cancelling
+    its pairs, μ = z⁺ − z⁻, gives a measure of P_B (the same Φμ, no more budget): a member.  A node whose value
+    exceeds the best member's ‖μ‖₁ by more than the relative ``PATH_NORM_GAP`` branches on its atom of largest pair
+    min(z⁺_j, z⁻_j): one child closes z⁻_j, the other z⁺_j, and each of the node's measures lies in one of them.
+    Best first, until no open node exceeds the best member by the gap, or before the relaxations solved would
+    exceed ``node_limit``; the bound is the largest value of an open node (or the best member's, none left).  None
+    when P_B is empty."""
+    k = program.k
+
+    def relax(closed: np.ndarray):
+        found = program.largest_total(budget, closed)
+        if found is None:
+            return None
+        plus, minus = found
+        return float(plus.sum() + minus.sum()), plus, minus
+
+    everything_open = np.zeros(2 * k, dtype=bool)
+    root = relax(everything_open)
+    if root is None:
+        return None
+    member, largest = np.zeros(k), -math.inf
+    queue: list[tuple[float, int, np.ndarray, int]] = []  # (−value, order, closed columns, atom to branch on)
+    nodes = 0
+
+    def admit(found, closed):
+        nonlocal member, largest, nodes
+        nodes += 1
+        if found is None:  # an empty branch
+            return
+        value, plus, minus = found
+        if float(np.abs(plus - minus).sum()) > largest:
+            member, largest = plus - minus, float(np.abs(plus - minus).sum())
+        heapq.heappush(queue, (-value, nodes, closed, int(np.argmax(np.minimum(plus, minus)))))
+
+    admit(root, everything_open)
+    while queue and -queue[0][0] > largest * (1.0 + PATH_NORM_GAP) and nodes + 2 <= node_limit:
+        _, _, closed, atom = heapq.heappop(queue)
+        for column in (k + atom, atom):  # μ_j ≥ 0, then μ_j ≤ 0
+            child = closed.copy()
+            child[column] = True
+            admit(relax(child), child)
+    bound = max(largest, -queue[0][0]) if queue else largest
+    return _PathNormSearch(member, bound, bound <= largest * (1.0 + PATH_NORM_GAP), nodes, root[1:])
 
 
 class NearFlattestSet:
@@ -382,6 +429,7 @@ class NearFlattestSet:
         self.start = torch.zeros(self.U.shape[0], dtype=X.dtype, device=X.device)
         self.start[: int(live[:K].sum())] = flattest.atoms.weights[live[:K]]
         self._vertex_lp: _VertexProgram | None = None  # built at the first vertex asked for
+        self._search_lp: _VertexProgram | None = None  # built at the first path-norm search
 
     def budget_at(self, slack: float) -> float:
         """B(ε): the largest V of a measure whose even split has Υ ≤ (1 + ε) Υ_best (eq. ``eq-splitting``)."""
@@ -404,9 +452,27 @@ class NearFlattestSet:
             )
         return self._vertex_lp
 
-    def vertex(self, objective: torch.Tensor, budget: float) -> torch.Tensor | None:
-        """argmax objectiveᵀμ over P_budget (HiGHS), or None if it is empty at this budget."""
-        mu = self._program().argmax(objective.cpu().numpy(), budget)
+    def _search_program(self) -> _VertexProgram:
+        """The HiGHS model of P_B in which :func:`_largest_l1` solves its relaxations, built at the first search: the
+        whole dictionary (a branch that closes a basic column would leave a working set empty, and the whole
+        dictionary would join), with ``SEARCH_OPTIONS``."""
+        if self._search_lp is None:
+            self._search_lp = _VertexProgram(
+                self.Phi.cpu().numpy(),
+                self.w.cpu().numpy(),
+                self.y.cpu().numpy(),
+                seed=np.arange(self.U.shape[0]),
+                working_atoms=None,
+                options=SEARCH_OPTIONS,
+            )
+        return self._search_lp
+
+    def vertex(
+        self, objective: torch.Tensor, budget: float, program: _VertexProgram | None = None
+    ) -> torch.Tensor | None:
+        """argmax objectiveᵀμ over P_budget (HiGHS, in ``program``, by default the set's working-set model), or
+        None if it is empty at this budget."""
+        mu = (program or self._program()).argmax(objective.cpu().numpy(), budget)
         return None if mu is None else torch.as_tensor(mu, dtype=self.X.dtype, device=self.X.device)
 
     def climb(self, mu: torch.Tensor, budget: float, max_steps: int, sign: float = 1.0) -> torch.Tensor:
@@ -420,12 +486,13 @@ class NearFlattestSet:
             lambda m: sign * 2.0 * (self.loss.K @ m - self.loss.b),
         )
 
-    def _ascend(self, mu, budget: float, max_steps: int, value_of, gradient_of) -> torch.Tensor:
+    def _ascend(self, mu, budget: float, max_steps: int, value_of, gradient_of, program=None) -> torch.Tensor:
         """Successive LPs for a convex f: μ ← argmax over P_budget of ∇f(μ)ᵀμ (a subgradient will do), while f
-        rises (by convexity the vertex never lowers f; round-off ends it)."""
+        rises (by convexity the vertex never lowers f; round-off ends it); the vertices in ``program`` (see
+        :meth:`vertex`)."""
         value = value_of(mu)
         for _ in range(max_steps):
-            moved = self.vertex(gradient_of(mu), budget)
+            moved = self.vertex(gradient_of(mu), budget, program)
             if moved is None:
                 break
             moved_value = value_of(moved)
@@ -514,64 +581,60 @@ class NearFlattestSet:
         ``prop-ch4-path-norm`` bounds P for every member), over measures and over networks (see
         :class:`LargestPathNorm`).
 
-        Over measures P = ‖μ‖₁ is convex, so its maximum over P_B is at a vertex, and finding it is a
-        mixed-integer linear program (a sign per atom), solved by HiGHS's branch and bound from the successive-LP
-        climb μ ← argmax_{P_B} sign(μ)ᵀμ started at the flattest measure; its incumbent (feasible to the MIP's
-        tolerance) is replaced by the vertex that maximises its signs, and climbed the same way.  The bound is
-        HiGHS's at B(ε) itself (for p > 1 the member may come from a budget shrunk for the split's rounding, a
-        subset); with ``optimal`` False (``node_limit`` reached) the largest lies between ``path_norm`` and
-        ``bound``.  Over networks (p = 1) dropping the signs' binaries leaves a linear program: z⁺_j and z⁻_j
-        both positive are two neurons of opposite sign on u_j, whose Υ is w_j(z⁺_j + z⁻_j) and P the same sum
-        over w_j."""
+        Over measures P = ‖μ‖₁ is convex, so its maximum over P_B is at a vertex; :func:`_largest_l1` finds it by
+        branch and bound on the atoms' signs, whose relaxations are vertex programs.  Its member is replaced by the
+        vertex that maximises the member's signs (at least its ‖μ‖₁) and climbed by successive linear programs
+        μ ← argmax_{P_B} sign(μ)ᵀμ.  The bound is the search's at B(ε) itself (for p > 1 the member may come from a
+        budget shrunk for the split's rounding, a subset); with ``optimal`` False (``node_limit`` reached) the
+        largest lies between ``path_norm`` and ``bound``.  Over networks (p = 1) the search's root relaxation is the
+        answer: z⁺_j and z⁻_j both positive are two neurons of opposite sign on u_j, whose Υ is w_j(z⁺_j + z⁻_j) and
+        P the same sum over w_j."""
         slack = _check_slack(slack)
         if not (isinstance(node_limit, int) and node_limit >= 1):
             raise FlatbookInputError(f"node_limit must be a positive int, got {node_limit!r}.")
         steps = 50
-        proven: list[tuple[float, bool, int]] = []
+        searches: list[_PathNormSearch] = []
 
         def path_norm(mu):
             return float(mu.abs().sum())
 
-        def climb(mu, budget):
-            return self._ascend(mu, budget, steps, path_norm, torch.sign)
-
         def choose(budget):
-            start = climb(self.start, budget)
-            incumbent, bound, optimal, nodes = _largest_l1(self._program(), budget, start.cpu().numpy(), node_limit)
-            if not proven:  # the bound at B(ε); a shrunk budget's set lies inside it
-                proven.append((bound, optimal, nodes))
-            # the incumbent meets the constraints to the MIP's tolerance only: the vertex maximising its signs (at
-            # least its ‖μ‖₁, to the vertex program's tolerance) replaces it before the climb
-            signs = None if incumbent is None else torch.as_tensor(np.sign(incumbent), dtype=self.X.dtype)
-            vertex = None if signs is None else self.vertex(signs.to(self.X.device), budget)
+            search = _largest_l1(self._search_program(), budget, node_limit)
+            if search is None:  # a budget shrunk below every interpolating measure's V: the solver's own remains
+                if not searches:
+                    raise SolverError("the near-flattest set is empty on its own dictionary; report this.")
+                return self.start
+            if not searches:  # the search at B(ε); a shrunk budget's set lies inside it
+                searches.append(search)
+            member = torch.as_tensor(search.member, dtype=self.X.dtype, device=self.X.device)
+            # the search's model, whose basis is the search's last, solves the climb's programs
+            program = self._search_program()
+            vertex = self.vertex(torch.sign(member), budget, program)
             if vertex is None:
-                return start
-            return max((start, climb(vertex, budget)), key=path_norm)
+                return member
+            return max((member, self._ascend(vertex, budget, steps, path_norm, torch.sign, program)), key=path_norm)
 
         member = self.result(choose, "path norm", [], slack)
         found = float(member.net.effective_outer_weights().abs().sum())
-        bound, optimal, nodes = proven[0]
-        # a member found above HiGHS's bound (beyond its feasibility tolerances) would make the bound false
-        if found > bound * (1.0 + PATH_NORM_MARGIN):
-            raise SolverError(f"HiGHS's bound {bound:.9g} on the largest path norm is below a member's {found:.9g}.")
-        network = self._largest_network(slack) if self.activation.p == 1 else None
+        search = searches[0]
+        # a member found above the search's bound (beyond the programs' feasibility tolerances) would make it false
+        if found > search.bound * (1.0 + PATH_NORM_MARGIN):
+            raise SolverError(f"the bound {search.bound:.9g} on the largest path norm is below a member's {found:.9g}.")
+        network = self._largest_network(search.root, slack) if self.activation.p == 1 else None
         return LargestPathNorm(
             member=member,
             path_norm=found,
-            bound=bound,
-            optimal=optimal,
-            nodes=nodes,
+            bound=search.bound,
+            optimal=search.optimal,
+            nodes=search.nodes,
             network=network,
             network_path_norm=None if network is None else float(network.effective_outer_weights().abs().sum()),
         )
 
-    def _largest_network(self, slack: float) -> TwoLayerNet:
-        """p = 1: the network of largest P with Υ ≤ (1 + ε)Υ_best on the dictionary, from the linear program of
-        :meth:`_VertexProgram.largest_total` (a basic solution: at most n + 1 neurons), checked."""
-        found = self._program().largest_total(self.budget_at(slack))
-        if found is None:
-            raise SolverError("the near-flattest set is empty on its own dictionary; report this.")
-        plus, minus = (torch.as_tensor(z, dtype=self.X.dtype, device=self.X.device) for z in found)
+    def _largest_network(self, root: tuple[np.ndarray, np.ndarray], slack: float) -> TwoLayerNet:
+        """p = 1: the network of largest P with Υ ≤ (1 + ε)Υ_best on the dictionary, from the root relaxation
+        (z⁺, z⁻) of :func:`_largest_l1` at B(ε) (a basic solution: at most n + 1 neurons), checked."""
+        plus, minus = (torch.as_tensor(z, dtype=self.X.dtype, device=self.X.device) for z in root)
         floor = 1e-12 * float(torch.cat([plus, minus]).max())
         a = torch.cat([plus[plus > floor], -minus[minus > floor]])
         theta = torch.cat([self.U[plus > floor], self.U[minus > floor]])

@@ -26,7 +26,7 @@ member of largest path norm on that dictionary, exactly or with a proven bracket
 
 Tables of :func:`run`: ``runs`` (condition, n, seed, method "flattest" / "control"); ``near`` (condition, n,
 seed, slack: worst, floor, the solver's); ``path_norm`` (noiseless, n, seed, slack: the largest path norm
-over measures found, HiGHS's bound on it, whether the program closed, the member's Υ, excess and smallest κ; the
+over measures found, the search's bound on it, whether the search closed, the member's Υ, excess and smallest κ; the
 largest over networks); ``rates`` and
 ``local_rates`` (log-log slopes of the excess against n, per seed then mean and 95 % interval, for the
 flattest, the control and the set's worst); ``levels``
