@@ -215,6 +215,13 @@ def linprog_optimum(costs, Phi, w, y, budget, closed=None):
     return None if found.status != 0 else -found.fun
 
 
+def least_budget(Phi, w, y):
+    """min Σ_j w_j|μ_j| over the measures with Φμ = y, one cold scipy solve: the smallest budget of a non-empty P_B."""
+    return scipy.optimize.linprog(
+        np.concatenate([w, w]), A_eq=np.hstack([Phi, -Phi]), b_eq=y, bounds=(0, None), method="highs"
+    ).fun
+
+
 def relu_dictionary(generator):
     """A ReLU dictionary of 400 random atoms on 10 points in R³: (Φ, w, y)."""
     X = torch.randn(10, 3, generator=generator, dtype=torch.float64)
@@ -234,9 +241,7 @@ def test_the_restricted_vertex_program_is_optimal_over_the_whole_dictionary():
     feasible = linprog_optimum(np.zeros(2 * k), Phi, w, y.numpy(), 1e6)
     assert feasible == 0.0  # P_B is non-empty at a large budget
     # the smallest budget of an interpolating measure, so that the budgets below bracket it
-    least = scipy.optimize.linprog(
-        np.concatenate([w, w]), A_eq=np.hstack([Phi, -Phi]), b_eq=y.numpy(), bounds=(0, None), method="highs"
-    ).fun
+    least = least_budget(Phi, w, y.numpy())
     sizes, empty = [], 0
     for budget in (1.5 * least, 1.1 * least, 0.9 * least, 3.0 * least, 1.2 * least):
         for _ in range(3):
@@ -269,9 +274,7 @@ def test_closed_columns_stay_at_zero_and_the_optimum_is_the_cold_solves(working_
     generator = torch.Generator().manual_seed(8)
     Phi, w, y = relu_dictionary(generator)
     n, k = Phi.shape
-    least = scipy.optimize.linprog(
-        np.concatenate([w, w]), A_eq=np.hstack([Phi, -Phi]), b_eq=y.numpy(), bounds=(0, None), method="highs"
-    ).fun
+    least = least_budget(Phi, w, y.numpy())
     budget = 1.3 * least
     program = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(n + 1), working_atoms=working_atoms)
     open_total = program.largest_total(budget)
@@ -331,9 +334,7 @@ def test_a_restricted_program_that_highs_cannot_decide_gives_way_to_the_whole_di
     whole dictionary, whose optimum is the program's, rather than raising or passing for empty."""
     Phi, w, y = relu_dictionary(torch.Generator().manual_seed(6))
     n, k = Phi.shape
-    least = scipy.optimize.linprog(
-        np.concatenate([w, w]), A_eq=np.hstack([Phi, -Phi]), b_eq=y.numpy(), bounds=(0, None), method="highs"
-    ).fun
+    least = least_budget(Phi, w, y.numpy())
     solver = _VertexProgram._new_solver
     monkeypatch.setattr(
         _VertexProgram, "_new_solver", staticmethod(lambda **o: UndecidedWhileRestricted(solver(**o), 2 * k))
@@ -352,9 +353,7 @@ def test_a_vertex_program_stopped_without_a_verdict_is_solved_again_not_called_e
     empty set."""
     Phi, w, y = relu_dictionary(torch.Generator().manual_seed(5))
     n, k = Phi.shape
-    least = scipy.optimize.linprog(
-        np.concatenate([w, w]), A_eq=np.hstack([Phi, -Phi]), b_eq=y.numpy(), bounds=(0, None), method="highs"
-    ).fun
+    least = least_budget(Phi, w, y.numpy())
     c = np.random.default_rng(0).standard_normal(k)
     expected = linprog_optimum(np.concatenate([c, -c]), Phi, w, y.numpy(), 1.5 * least)
     program = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(k), working_atoms=None)

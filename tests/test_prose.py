@@ -6,7 +6,7 @@ import random
 import pytest
 
 from flatbook.errors import FlatbookInputError
-from flatbook.prose import _unit, at_least, at_most, bracket, grouped, interval
+from flatbook.prose import _unit, at_least, at_most, bracket, counted, grouped, interval
 
 
 def _printed(text: str) -> float:
@@ -106,6 +106,16 @@ def test_grouped_spaces_the_digits_of_an_integer_in_threes():
     assert [grouped(n) for n in (0, 999, 1000, 30_000, 1_234_567)] == ["0", "999", "1 000", "30 000", "1 234 567"]
     with pytest.raises(FlatbookInputError, match="integer"):
         grouped(3.0)
+
+
+def test_counted_puts_the_noun_in_the_plural_unless_the_count_is_one():
+    assert [counted(n, "point") for n in (0, 1, 2, 30_000)] == ["0 points", "1 point", "2 points", "30 000 points"]
+    with pytest.raises(FlatbookInputError, match="integer"):
+        counted(1.0, "point")
+    with pytest.raises(FlatbookInputError, match="not negative"):
+        counted(-1, "point")
+    with pytest.raises(FlatbookInputError, match="noun"):
+        counted(2, "")
 
 
 def test_a_bracket_rounds_its_ends_outward_and_refuses_crossed_ends():

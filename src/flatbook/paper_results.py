@@ -42,6 +42,7 @@ from .experiments.runner import (
     store_point,
 )
 from .figures.saving import git_commit, machine, package_versions
+from .prose import counted
 
 __all__ = [
     "FORMAT",
@@ -248,11 +249,6 @@ def _current_configuration(experiment: str, results: dict) -> bool:
     return _code_configuration(experiment, results, "paper") is not None
 
 
-def _points(count: int) -> str:
-    """'1 point', 'N points'."""
-    return f"{count} point{'' if count == 1 else 's'}"
-
-
 def complete_run(experiment: str, start: str | Path | None = None) -> dict:
     """The committed paper-scale results of ``experiment`` that a chapter may read: complete, and of the paper
     configuration the current code's experiment has; otherwise an error naming the command that makes them."""
@@ -261,8 +257,8 @@ def complete_run(experiment: str, start: str | Path | None = None) -> dict:
     if not results["complete"]:
         cause = f" by {results['failure']}" if results.get("failure") else ""
         raise FlatbookInputError(
-            f"the paper-scale run of {experiment} was stopped{cause} with {_points(len(results['points']))} done: "
-            f"resume it with {command}"
+            f"the paper-scale run of {experiment} was stopped{cause} with {counted(len(results['points']), 'point')} "
+            f"done: resume it with {command}"
         )
     if not _current_configuration(experiment, results):
         raise FlatbookInputError(
@@ -285,7 +281,7 @@ def run_status(experiment: str, start: str | Path | None = None) -> str:
         return f"are of another paper configuration ({command} --again recomputes them)"
     if not results["complete"]:
         cause = f" by {results['failure']}" if results.get("failure") else ""
-        return f"were stopped{cause} with {_points(len(results['points']))} computed ({command} resumes them)"
+        return f"were stopped{cause} with {counted(len(results['points']), 'point')} computed ({command} resumes them)"
     return "are complete"
 
 

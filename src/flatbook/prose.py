@@ -16,7 +16,7 @@ import re
 
 from .errors import FlatbookInputError
 
-__all__ = ["at_least", "at_most", "bracket", "grouped", "interval"]
+__all__ = ["at_least", "at_most", "bracket", "counted", "grouped", "interval"]
 
 #: a format spec the functions accept: an optional "+" (always print the sign), a precision, and f, e, g or %
 _SPEC = re.compile(r"^(\+?)\.(\d+)([efg%])$")
@@ -165,3 +165,19 @@ def grouped(count: int) -> str:
     if isinstance(count, bool) or not isinstance(count, numbers.Integral):
         raise FlatbookInputError(f"grouped prints an integer, got {count!r}.")
     return f"{count:,}".replace(",", " ")
+
+
+def counted(count: int, noun: str) -> str:
+    """A count and its noun, plural unless the count is one (an "s" added), the count :func:`grouped`.
+
+    Examples
+    --------
+    >>> from flatbook.prose import counted
+    >>> counted(1, "point"), counted(1200, "seed")
+    ('1 point', '1 200 seeds')
+    """
+    if isinstance(count, numbers.Integral) and count < 0:
+        raise FlatbookInputError(f"a count is not negative, got {count!r}.")
+    if not (isinstance(noun, str) and noun):
+        raise FlatbookInputError(f"counted needs a noun to count, got {noun!r}.")
+    return f"{grouped(count)} {noun}{'' if count == 1 else 's'}"
