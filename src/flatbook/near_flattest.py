@@ -100,8 +100,8 @@ class LargestPathNorm:
     path_norm: float  #: P(member.net): a lower end of the largest ‖μ‖₁ over the measures of P_B(ε)
     #: the branch and bound's upper bound on max ‖μ‖₁ over P_B(ε) (valid up to the vertex programs' tolerances)
     bound: float
-    optimal: bool  #: the search proved ``path_norm`` within its relative gap (PATH_NORM_GAP) of ``bound``
-    nodes: int  #: the search's relaxations solved (linear programs), the root's included
+    optimal: bool  #: ``path_norm`` is proven within the relative gap PATH_NORM_GAP of ``bound``
+    nodes: int  #: the relaxations (linear programs) the search at B(ε) solved, the root's included
     #: p = 1: the width-≤ m network on the dictionary with Υ ≤ (1 + ε)Υ_best of largest P (None for p ≠ 1,
     #: where a two-signed measure would have to be split into copies)
     network: TwoLayerNet | None = None
@@ -294,8 +294,9 @@ class _VertexProgram:
         HiGHS can end a solve on the model it keeps between solves without a verdict (kUnknown) or with an error
         (kNotset), seen on chapter 4's paper-scale datasets after many added and deleted columns, where the same
         program passed to a new instance and solved from scratch is solved.  With ``restart`` the program is then
-        handed to a new instance and solved from scratch, by primal and then by dual simplex without presolve
-        (``RESTART_OPTIONS``); failing those, it raises, naming each status, rather than passing for empty."""
+        handed to a new instance and solved from scratch, with the program's own options and then by dual simplex
+        without presolve (``RESTART_OPTIONS``); failing those, it raises, naming each status, rather than passing
+        for empty."""
         empty = (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible)
         statuses = []
         for options in (None, *RESTART_OPTIONS):
@@ -331,9 +332,10 @@ class _VertexProgram:
 #: reports its best member and its proven bound (a node limit, unlike a time limit, gives the same answer on any
 #: machine)
 PATH_NORM_NODES = 20_000
-#: HiGHS's options in the search's relaxations besides the vertex program's: dual simplex, since a branch changes a
-#: column's bound and not the costs, so the last optimal basis stays dual feasible (bench/bench_path_norm.py times
-#: the search against HiGHS's mixed-integer solver)
+#: HiGHS's options in the search's relaxations besides the vertex program's: dual simplex, since the relaxations
+#: differ in columns' bounds, never in costs (a child's from its parent's basis, which stays dual feasible, in one
+#: closure; best-first order may reopen columns too); bench/bench_path_norm.py times the search against HiGHS's
+#: mixed-integer solver
 SEARCH_OPTIONS: dict[str, bool | float | int | str] = {"simplex_strategy": 1}
 #: the relative gap at which the largest-path-norm search calls its member the largest
 PATH_NORM_GAP = 1e-4
@@ -365,43 +367,46 @@ def _largest_l1(program: _VertexProgram, budget: float, node_limit: int) -> _Pat
     exceeds the best member's ‖μ‖₁ by more than the relative ``PATH_NORM_GAP`` branches on its atom of largest pair
     min(z⁺_j, z⁻_j): one child closes z⁻_j, the other z⁺_j, and each of the node's measures lies in one of them.
     Best first, until no open node exceeds the best member by the gap, or before the relaxations solved would
-    exceed ``node_limit``; the bound is the largest value of an open node (or the best member's, none left).  None
-    when P_B is empty."""
+    exceed ``node_limit``; the bound is the largest value of a node not branched on (a node without a pair is
+    settled: its value is its member's, up to round-off).  None when P_B is empty."""
     k = program.k
 
-    def relax(closed: np.ndarray):
-        found = program.largest_total(budget, closed)
+    def relax(closed: tuple[int, ...]):
+        mask = np.zeros(2 * k, dtype=bool)
+        mask[list(closed)] = True
+        found = program.largest_total(budget, mask)
         if found is None:
             return None
         plus, minus = found
         return float(plus.sum() + minus.sum()), plus, minus
 
-    everything_open = np.zeros(2 * k, dtype=bool)
-    root = relax(everything_open)
+    root = relax(())
     if root is None:
         return None
-    member, largest = np.zeros(k), -math.inf
-    queue: list[tuple[float, int, np.ndarray, int]] = []  # (−value, order, closed columns, atom to branch on)
+    member, largest, settled = np.zeros(k), -math.inf, -math.inf
+    queue: list[tuple[float, int, tuple[int, ...], int]] = []  # (−value, order, closed columns, atom to branch on)
     nodes = 0
 
-    def admit(found, closed):
-        nonlocal member, largest, nodes
+    def admit(found, closed: tuple[int, ...]):
+        nonlocal member, largest, settled, nodes
         nodes += 1
         if found is None:  # an empty branch
             return
         value, plus, minus = found
         if float(np.abs(plus - minus).sum()) > largest:
             member, largest = plus - minus, float(np.abs(plus - minus).sum())
-        heapq.heappush(queue, (-value, nodes, closed, int(np.argmax(np.minimum(plus, minus)))))
+        pairs = np.minimum(plus, minus)
+        if pairs.max() > 0:
+            heapq.heappush(queue, (-value, nodes, closed, int(np.argmax(pairs))))
+        else:
+            settled = max(settled, value)
 
-    admit(root, everything_open)
+    admit(root, ())
     while queue and -queue[0][0] > largest * (1.0 + PATH_NORM_GAP) and nodes + 2 <= node_limit:
         _, _, closed, atom = heapq.heappop(queue)
         for column in (k + atom, atom):  # μ_j ≥ 0, then μ_j ≤ 0
-            child = closed.copy()
-            child[column] = True
-            admit(relax(child), child)
-    bound = max(largest, -queue[0][0]) if queue else largest
+            admit(relax((*closed, column)), (*closed, column))
+    bound = max(largest, settled, -queue[0][0] if queue else -math.inf)
     return _PathNormSearch(member, bound, bound <= largest * (1.0 + PATH_NORM_GAP), nodes, root[1:])
 
 
@@ -616,7 +621,7 @@ class NearFlattestSet:
 
         member = self.result(choose, "path norm", [], slack)
         found = float(member.net.effective_outer_weights().abs().sum())
-        search = searches[0]
+        search = searches[0]  # at B(ε); for p > 1 the member may come from a shrunk budget, its P below the search's
         # a member found above the search's bound (beyond the programs' feasibility tolerances) would make it false
         if found > search.bound * (1.0 + PATH_NORM_MARGIN):
             raise SolverError(f"the bound {search.bound:.9g} on the largest path norm is below a member's {found:.9g}.")
@@ -625,7 +630,7 @@ class NearFlattestSet:
             member=member,
             path_norm=found,
             bound=search.bound,
-            optimal=search.optimal,
+            optimal=search.optimal and search.bound <= found * (1.0 + PATH_NORM_GAP),
             nodes=search.nodes,
             network=network,
             network_path_norm=None if network is None else float(network.effective_outer_weights().abs().sum()),
