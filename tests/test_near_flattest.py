@@ -11,7 +11,7 @@ import pytest
 import scipy.optimize
 import torch
 
-from flatbook import flattest_interpolator, get_activation
+from flatbook import flattest_interpolator, get_activation, near_flattest
 from flatbook.data import population_loss, population_quadratic, single_index
 from flatbook.errors import FlatbookInputError, SolverError
 from flatbook.flatness import min_flatness, unit_flatness_weights
@@ -385,15 +385,57 @@ def test_a_vertex_program_stopped_without_a_verdict_is_solved_again_not_called_e
     z = np.concatenate(total)
     assert (z[closed] == 0).all()
     assert z.sum() == pytest.approx(linprog_optimum(np.ones(2 * k), Phi, w, y.numpy(), 1.5 * least, closed), rel=1e-8)
-    limited = _VertexProgram._new_solver
-    monkeypatch.setattr(
-        _VertexProgram,
-        "_new_solver",
-        staticmethod(lambda **options: limited(**{**options, "simplex_iteration_limit": 1, "presolve": "off"})),
-    )
-    failing = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(k), working_atoms=None)
+    # no iteration allowed: every instance stops at the limit
+    monkeypatch.setattr(near_flattest, "ITERATION_LIMIT_FACTOR", 0)
+    failing = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(k), working_atoms=None, options={"presolve": "off"})
     with pytest.raises(SolverError, match="whole dictionary with status Iteration limit reached, and again"):
         failing.argmax(c, 1.5 * least)
+
+
+class Cycles(StopsWithoutVerdict):
+    """HiGHS, except that its simplex stops after one iteration whatever limit it is set: a solve that would cycle
+    without end on the kept instance.  ``statuses`` records how each of its solves ended."""
+
+    def __init__(self, highs):
+        super().__init__(highs)
+        self.statuses: list[highspy.HighsModelStatus] = []
+
+    def setOptionValue(self, name, value):
+        return self.highs.setOptionValue(name, 1 if name == "simplex_iteration_limit" else value)
+
+    def run(self):
+        status = self.highs.run()
+        self.statuses.append(self.highs.getModelStatus())
+        return status
+
+    def getModelStatus(self):
+        return self.highs.getModelStatus()
+
+
+@pytest.mark.parametrize("working_atoms", [None, 1])
+def test_a_solve_that_cycles_on_the_kept_instance_stops_at_the_iteration_limit_and_is_solved_anew(working_atoms):
+    """A solve on the kept instance is limited to ITERATION_LIMIT_FACTOR simplex iterations per row and column;
+    one that reaches the limit (here: an instance that stops after one iteration) is handed to a new instance,
+    whose optimum is the program's, over the whole dictionary or a working set (which the whole dictionary joins
+    first)."""
+    Phi, w, y = relu_dictionary(torch.Generator().manual_seed(5))
+    n, k = Phi.shape
+    least = least_budget(Phi, w, y.numpy())
+    rng = np.random.default_rng(2)
+    seed = np.arange(k) if working_atoms is None else np.arange(n + 1)
+    program = _VertexProgram(Phi, w, y.numpy(), seed=seed, working_atoms=working_atoms)
+    program.argmax(rng.standard_normal(k), 1.5 * least)
+    rows_and_columns = program.highs.getNumRow() + program.highs.getNumCol()
+    limit = program.highs.getOptionValue("simplex_iteration_limit")[1]
+    assert limit == near_flattest.ITERATION_LIMIT_FACTOR * rows_and_columns
+    cycling = Cycles(program.highs)
+    program.highs = cycling
+    c = rng.standard_normal(k)
+    found = program.argmax(c, 1.5 * least)
+    assert highspy.HighsModelStatus.kIterationLimit in cycling.statuses
+    assert program.highs is not cycling  # a new instance solved it
+    expected = linprog_optimum(np.concatenate([c, -c]), Phi, w, y.numpy(), 1.5 * least)
+    assert found is not None and c @ found == pytest.approx(expected, rel=1e-8)
 
 
 def test_the_range_widens_with_the_slack():

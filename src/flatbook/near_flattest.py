@@ -35,7 +35,6 @@ the budget is shrunk and the measure re-solved while the split's rounding pushes
 
 from __future__ import annotations
 
-import functools
 import heapq
 import math
 import warnings
@@ -130,6 +129,12 @@ VERTEX_PROGRAM_OPTIONS: dict[str, bool | float | int | str] = {
     "simplex_strategy": 4,
     "presolve": "choose",
 }
+#: a solve of the vertex program stops after this many simplex iterations per row and column of its model, and is
+#: then a solve without a verdict (see :meth:`_VertexProgram._run`): on a thin P_B (slack 0.1 % at n = 192) HiGHS's
+#: simplex, started from the kept instance's basis, can cycle through nearly singular bases without end, where a new
+#: instance solves the same program from scratch in fewer iterations than the model has columns.  The most a
+#: finished solve took on chapter 4's paper configuration was 1.24 per row and column (n = 192, seed 100, a probe)
+ITERATION_LIMIT_FACTOR = 4
 #: the options besides the vertex program's with which a new HiGHS instance solves it from scratch, in turn, when
 #: the kept instance ends a solve without a verdict: primal simplex (with presolve), then dual simplex without it
 RESTART_OPTIONS: tuple[dict[str, int | str], ...] = ({}, {"simplex_strategy": 1, "presolve": "off"})
@@ -169,6 +174,7 @@ class _VertexProgram:
         self.cost_plus, self.cost_minus = np.zeros(self.k), np.zeros(self.k)
         #: the columns fixed at zero (z⁺ of every atom, then z⁻): a branch of :func:`_largest_l1`
         self.closed = np.zeros(2 * self.k, dtype=bool)
+        self.all_open = np.zeros(2 * self.k, dtype=bool)  # ``closed`` when no column is
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = 0, self.n + 1
         lp.row_lower_ = np.concatenate([y, [-highspy.kHighsInf]])
@@ -185,13 +191,6 @@ class _VertexProgram:
         for name, value in {**VERTEX_PROGRAM_OPTIONS, **options}.items():
             highs.setOptionValue(name, value)
         return highs
-
-    @functools.cached_property
-    def matrix(self) -> scipy.sparse.csc_matrix:
-        """The whole program's rows [Φ, −Φ] (interpolation) and [w, w] (the budget) over the columns (z⁺, z⁻)."""
-        return scipy.sparse.csc_matrix(
-            np.vstack([np.hstack([self.Phi, -self.Phi]), np.concatenate([self.w, self.w])[None, :]])
-        )
 
     def _add(self, atoms: np.ndarray) -> None:
         """Both columns of each atom not yet in the model, with the current costs."""
@@ -259,7 +258,7 @@ class _VertexProgram:
         costs = self._costs(self.atoms)
         self.highs.changeColsCost(costs.size, np.arange(costs.size, dtype=np.int32), costs)
         self.highs.changeRowBounds(self.n, -highspy.kHighsInf, budget)
-        self._close(np.zeros(2 * self.k, dtype=bool) if closed is None else closed)
+        self._close(self.all_open if closed is None else closed)
         batch = self.n + 1
         while True:
             whole = self.atoms.size == self.k
@@ -272,10 +271,10 @@ class _VertexProgram:
                 continue
             solution = self.highs.getSolution()
             duals = np.asarray(solution.row_dual)
-            projected = self.Phi.T @ duals[: self.n]
-            reduced = np.concatenate([cost_plus - projected, cost_minus + projected]) - np.tile(self.w, 2) * duals[-1]
-            reduced[self.closed] = -np.inf
-            reduced = reduced.reshape(2, self.k).max(axis=0)
+            projected, budget_cost = self.Phi.T @ duals[: self.n], self.w * duals[-1]
+            reduced = np.vstack([cost_plus - projected - budget_cost, cost_minus + projected - budget_cost])
+            reduced[self.closed.reshape(2, self.k)] = -np.inf
+            reduced = reduced.max(axis=0)
             reduced[self.in_model] = -np.inf
             joining = np.flatnonzero(reduced > PRICING_TOLERANCE)
             if joining.size == 0:
@@ -291,9 +290,10 @@ class _VertexProgram:
         """Solve the program as it stands: kOptimal, an empty-program status (the budget row makes it bounded), or,
         without ``restart``, whatever status HiGHS ended with.
 
-        HiGHS can end a solve on the model it keeps between solves without a verdict (kUnknown) or with an error
-        (kNotset), seen on chapter 4's paper-scale datasets after many added and deleted columns, where the same
-        program passed to a new instance and solved from scratch is solved.  With ``restart`` the program is then
+        HiGHS can end a solve on the model it keeps between solves without a verdict (kUnknown), with an error
+        (kNotset) or at the iteration limit (``ITERATION_LIMIT_FACTOR``), seen on chapter 4's paper-scale datasets
+        after many added and deleted columns, where the same program passed to a new instance and solved from scratch
+        is solved.  With ``restart`` the program is then
         handed to a new instance and solved from scratch, with the program's own options and then by dual simplex
         without presolve (``RESTART_OPTIONS``); failing those, it raises, naming each status, rather than passing
         for empty."""
@@ -304,6 +304,8 @@ class _VertexProgram:
                 model = self.highs.getLp()
                 self.highs = self._new_solver(**{**self.options, **options})
                 self.highs.passModel(model)
+            iterations = ITERATION_LIMIT_FACTOR * (self.highs.getNumRow() + self.highs.getNumCol())
+            self.highs.setOptionValue("simplex_iteration_limit", iterations)
             self.highs.run()
             status = self.highs.getModelStatus()
             if status == highspy.HighsModelStatus.kOptimal or status in empty or not restart:
@@ -393,8 +395,10 @@ def _largest_l1(program: _VertexProgram, budget: float, node_limit: int) -> _Pat
         if found is None:  # an empty branch
             return
         value, plus, minus = found
-        if float(np.abs(plus - minus).sum()) > largest:
-            member, largest = plus - minus, float(np.abs(plus - minus).sum())
+        cancelled = plus - minus
+        size = float(np.abs(cancelled).sum())
+        if size > largest:
+            member, largest = cancelled, size
         pairs = np.minimum(plus, minus)
         if pairs.max() > 0:
             heapq.heappush(queue, (-value, nodes, closed, int(np.argmax(pairs))))
@@ -472,12 +476,13 @@ class NearFlattestSet:
             )
         return self._search_lp
 
-    def vertex(
-        self, objective: torch.Tensor, budget: float, program: _VertexProgram | None = None
-    ) -> torch.Tensor | None:
-        """argmax objectiveᵀμ over P_budget (HiGHS, in ``program``, by default the set's working-set model), or
-        None if it is empty at this budget."""
-        mu = (program or self._program()).argmax(objective.cpu().numpy(), budget)
+    def vertex(self, objective: torch.Tensor, budget: float) -> torch.Tensor | None:
+        """argmax objectiveᵀμ over P_budget (HiGHS), or None if it is empty at this budget."""
+        return self._vertex_in(self._program(), objective, budget)
+
+    def _vertex_in(self, program: _VertexProgram, objective: torch.Tensor, budget: float) -> torch.Tensor | None:
+        """:meth:`vertex` solved in ``program``: the set's working-set model or the search's."""
+        mu = program.argmax(objective.cpu().numpy(), budget)
         return None if mu is None else torch.as_tensor(mu, dtype=self.X.dtype, device=self.X.device)
 
     def climb(self, mu: torch.Tensor, budget: float, max_steps: int, sign: float = 1.0) -> torch.Tensor:
@@ -493,11 +498,11 @@ class NearFlattestSet:
 
     def _ascend(self, mu, budget: float, max_steps: int, value_of, gradient_of, program=None) -> torch.Tensor:
         """Successive LPs for a convex f: μ ← argmax over P_budget of ∇f(μ)ᵀμ (a subgradient will do), while f
-        rises (by convexity the vertex never lowers f; round-off ends it); the vertices in ``program`` (see
-        :meth:`vertex`)."""
+        rises (by convexity the vertex never lowers f; round-off ends it); the vertices in ``program`` (None: the
+        set's working-set model)."""
         value = value_of(mu)
         for _ in range(max_steps):
-            moved = self.vertex(gradient_of(mu), budget, program)
+            moved = self._vertex_in(program or self._program(), gradient_of(mu), budget)
             if moved is None:
                 break
             moved_value = value_of(moved)
@@ -614,7 +619,7 @@ class NearFlattestSet:
             member = torch.as_tensor(search.member, dtype=self.X.dtype, device=self.X.device)
             # the search's model, whose basis is the search's last, solves the climb's programs
             program = self._search_program()
-            vertex = self.vertex(torch.sign(member), budget, program)
+            vertex = self._vertex_in(program, torch.sign(member), budget)
             if vertex is None:
                 return member
             return max((member, self._ascend(vertex, budget, steps, path_norm, torch.sign, program)), key=path_norm)
