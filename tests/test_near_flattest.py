@@ -313,8 +313,8 @@ def test_closed_columns_stay_at_zero_and_the_optimum_is_the_cold_solves(working_
     assert float(reopened[0].sum() + reopened[1].sum()) == pytest.approx(float(plus.sum() + minus.sum()), rel=1e-9)
 
 
-class StopsWithoutVerdict:
-    """HiGHS, except that every solve reports kUnknown (no verdict) whatever it found."""
+class WrappedHighs:
+    """A HiGHS instance behind a wrapper: every method not overridden is the instance's own."""
 
     def __init__(self, highs):
         self.highs = highs
@@ -322,11 +322,15 @@ class StopsWithoutVerdict:
     def __getattr__(self, name):
         return getattr(self.highs, name)
 
+
+class StopsWithoutVerdict(WrappedHighs):
+    """HiGHS, except that every solve reports kUnknown (no verdict) whatever it found."""
+
     def getModelStatus(self):
         return highspy.HighsModelStatus.kUnknown
 
 
-class UndecidedWhileRestricted(StopsWithoutVerdict):
+class UndecidedWhileRestricted(WrappedHighs):
     """HiGHS, except that it cannot decide (kUnknown) a program on fewer than ``columns`` columns."""
 
     def __init__(self, highs, columns):
@@ -392,7 +396,7 @@ def test_a_vertex_program_stopped_without_a_verdict_is_solved_again_not_called_e
         failing.argmax(c, 1.5 * least)
 
 
-class Cycles(StopsWithoutVerdict):
+class Cycles(WrappedHighs):
     """HiGHS, except that its simplex stops after one iteration whatever limit it is set: a solve that would cycle
     without end on the kept instance.  ``statuses`` records how each of its solves ended."""
 
@@ -407,9 +411,6 @@ class Cycles(StopsWithoutVerdict):
         status = self.highs.run()
         self.statuses.append(self.highs.getModelStatus())
         return status
-
-    def getModelStatus(self):
-        return self.highs.getModelStatus()
 
 
 @pytest.mark.parametrize("working_atoms", [None, 1])
