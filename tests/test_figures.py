@@ -25,6 +25,7 @@ from flatbook.errors import FlatbookInputError
 from flatbook.experiments import SCALES, bad_interpolators
 from flatbook.experiments.runner import code_fingerprint, map_points
 from flatbook.figures import REGISTRY, drawing_code, get_spec, make, registry, saving
+from flatbook.figures.style import new_panels
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -388,3 +389,13 @@ def test_saving_the_same_figure_twice_gives_the_same_bytes(tmp_path, monkeypatch
     for ext in ("png", "svg", "pdf"):
         assert (tmp_path / "a" / f"toy.{ext}").read_bytes() == (tmp_path / "b" / f"toy.{ext}").read_bytes(), ext
         assert b"Matplotlib" not in (tmp_path / "a" / f"toy.{ext}").read_bytes(), ext
+
+
+@pytest.mark.parametrize(("count", "rows", "columns"), [(1, 1, 1), (3, 1, 3), (4, 2, 3), (7, 3, 3)])
+def test_panels_wrap_in_rows_of_at_most_three(count, rows, columns):
+    fig, axes = new_panels(count, row_height=2.5)
+    assert len(axes) == len(fig.axes) == count  # the last row's unused places are empty
+    assert {ax.get_subplotspec().get_geometry()[:2] for ax in axes} == {(rows, columns)}
+    assert fig.get_size_inches()[1] == pytest.approx(2.5 * rows)
+    with pytest.raises(FlatbookInputError, match="at least one panel"):
+        new_panels(0)

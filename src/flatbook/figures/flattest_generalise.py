@@ -6,11 +6,12 @@ import math
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from ..experiments import flattest_generalise
 from ..tables import column, group, where
 from .registry import figure
-from .style import PALETTE, ROLE, book_style, legend_below, new_figure, no_minor_labels
+from .style import PALETTE, PANELS_PER_ROW, ROLE, book_style, legend_below, new_figure, new_panels, no_minor_labels
 
 __all__ = ["plot_argument", "plot_excess_loss", "plot_near_range", "plot_overfitting", "plot_balancedness"]
 
@@ -40,10 +41,19 @@ def _relative(row: dict, field: str) -> float:
     return flattest_generalise.resolved_excess(row, field) / (row["noise_variance"] or 1.0)
 
 
+#: the most sizes labelled on a panel's axis; a longer grid labels every other size (or every third, …)
+MAX_SIZE_LABELS = 5
+
+
 def _log_axes(ax, ns):
     ax.set(xscale="log", yscale="log", xlabel="samples $n$")
-    ax.set_xticks(ns, [f"{n:g}" for n in ns])
-    no_minor_labels(ax)
+    labelled = ns[:: math.ceil(len(ns) / MAX_SIZE_LABELS)]
+    ax.set_xticks(labelled, [f"{n:g}" for n in labelled])
+    low, high = ax.get_ylim()
+    if high / low >= 10:  # a decade or more has labelled powers of ten; within one the minor ticks carry the labels
+        no_minor_labels(ax)
+    else:
+        ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 @figure("ch4-argument", flattest_generalise, "The steps of the path-norm argument, measured")
@@ -84,7 +94,8 @@ def plot_argument(tables: dict) -> Figure:
         ax.plot(x, med, "--", color="0.3", label=r"$\Upsilon$ of the teacher")
         _log_axes(ax, ns)
         ax.set_title(r"(b) $V^\star = \Upsilon^\star$ (median)", fontsize=9)
-        ax.legend(fontsize=6)
+        handles, labels = ax.get_legend_handles_labels()  # one entry per condition: under the panels
+        fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=7)
         ax = axes[2]
         rows = tables["rademacher"]
         rn = np.array(column(rows, "n"), dtype=float)
@@ -117,7 +128,7 @@ def plot_excess_loss(tables: dict) -> Figure:
     flattest interpolator found and for the minimum-ℓ2 control; the noiseless panel adds the shape of the optimistic
     order P² d log³n / n (median path norm, put through the first median: its constant is unknown)."""
     conditions = list(dict.fromkeys(column(tables["runs"], "condition")))
-    fig, axes = new_figure(ncols=len(conditions), height=3.2)
+    fig, axes = new_panels(len(conditions), row_height=3.2)
     ns = sorted(set(column(tables["runs"], "n")))
     with book_style():
         for ax, condition in zip(axes, conditions, strict=True):
@@ -138,8 +149,9 @@ def plot_excess_loss(tables: dict) -> Figure:
                 ax.plot(x, guide, ":", color="0.45", lw=2, zorder=0, label=r"$\propto P^2 d\log^3 n/n$ (shape)")
             _log_axes(ax, ns)
             ax.set_title(condition, fontsize=9)
-            ax.legend(fontsize=7)
-        axes[0].set_ylabel(r"excess loss $F(w) - F^\star$")
+        axes[0].legend(fontsize=7)  # line styles and fills mean the same in every panel; colours name the condition
+        for ax in axes[::PANELS_PER_ROW]:
+            ax.set_ylabel(r"excess loss $F(w) - F^\star$")
     return fig
 
 
@@ -150,7 +162,7 @@ def plot_near_range(tables: dict) -> Figure:
     near = tables["near"]
     conditions = list(dict.fromkeys(column(near, "condition")))
     slacks = sorted(set(column(near, "slack")))
-    fig, axes = new_figure(ncols=len(conditions), height=3.2)
+    fig, axes = new_panels(len(conditions), row_height=3.2)
     ns = sorted(set(column(near, "n")))
     with book_style():
         for ax, condition in zip(axes, conditions, strict=True):
@@ -163,7 +175,7 @@ def plot_near_range(tables: dict) -> Figure:
                 x, floor = _median_by_n(rows, lambda r: _relative(r, "floor"))
                 positive = [(n, f) for n, f in zip(x, floor, strict=True) if f > 0]  # a floor of 0 has no log
                 if positive:
-                    label = f"floor on the dictionary, ε = {100 * slack:g} %"
+                    label = f"floor, ε = {100 * slack:g} %"
                     ax.plot(*zip(*positive, strict=True), "--", marker="v", ms=4, color=shade, label=label)
             x, found = _median_by_n(where(sel, slack=slacks[0]), lambda r: _relative(r, "flattest"))
             ax.plot(x, found, "-", lw=2.4, color=colour, marker=marker, label="the solver's")
@@ -185,7 +197,7 @@ def plot_overfitting(tables: dict) -> Figure:
     if slacks:
         methods.append((f"worst {slacks[-1]:g}", f"worst near-flattest found, ε = {100 * slacks[-1]:g} %", "-.", "^"))
     methods.append(("control", r"control: min-$\ell_2$, $m = 16n$", "--", "s"))
-    fig, axes = new_figure(ncols=len(conditions), height=3.2, sharey=True)
+    fig, axes = new_panels(len(conditions), row_height=3.2, sharey=True)
     with book_style():
         for ax, condition in zip(axes, conditions, strict=True):
             colour, _ = CONDITION_STYLE[condition]
@@ -213,7 +225,8 @@ def plot_overfitting(tables: dict) -> Figure:
             ax.axhline(1.0, color=ROLE["bound"], lw=0.8)
             _log_axes(ax, sorted(set(column(levels, "n"))))
             ax.set_title(condition, fontsize=9)
-        axes[0].set_ylabel(r"$(F - F^\star)/\tau^2$")
+        for ax in axes[::PANELS_PER_ROW]:
+            ax.set_ylabel(r"$(F - F^\star)/\tau^2$")
         legend_below(fig, axes, ncol=3)
     return fig
 

@@ -8,6 +8,7 @@ no state and a cell that returns it shows it exactly once.  No backend is forced
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -16,10 +17,20 @@ import matplotlib.pyplot as plt
 from matplotlib.rcsetup import cycler
 from matplotlib.ticker import NullFormatter
 
+from ..errors import FlatbookInputError
+
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
 
-__all__ = ["book_style", "new_figure", "legend_below", "no_minor_labels", "finish_panels"]
+__all__ = [
+    "book_style",
+    "new_figure",
+    "new_panels",
+    "PANELS_PER_ROW",
+    "legend_below",
+    "no_minor_labels",
+    "finish_panels",
+]
 
 #: Okabe & Ito (2008) palette, safe for the common colour-vision deficiencies.
 PALETTE = {
@@ -45,6 +56,7 @@ ROLE = {
 #: How activations are named in titles and legends.
 DISPLAY_NAME = {"relu": "ReLU", "leaky_relu": "LeakyReLU", "quadratic": "quadratic", "relu_power": "ReLU$^c$"}
 COLUMN_WIDTH = 6.4  # inches: the text column of the book at 100 % zoom
+PANELS_PER_ROW = 3  # the most panels side by side that stay readable at the column width
 
 RC: dict[RcKeyType, Any] = {
     "axes.prop_cycle": cycler(color=list(PALETTE.values())),
@@ -77,6 +89,19 @@ def new_figure(ncols: int = 1, nrows: int = 1, height: float = 3.0, **subplot_kw
         plt.close(fig)
         axes = fig.subplots(nrows, ncols, squeeze=False, **subplot_kw)
     return fig, axes.ravel()
+
+
+def new_panels(count: int, row_height: float = 3.0, **subplot_kw):
+    """``count`` panels in rows of at most :data:`PANELS_PER_ROW` at the column width, each row ``row_height``
+    inches high: a (figure, axes) pair like :func:`new_figure`'s with exactly ``count`` axes (the last row's
+    unused places are left empty)."""
+    if count < 1:
+        raise FlatbookInputError(f"a figure needs at least one panel, got count = {count}.")
+    rows = math.ceil(count / PANELS_PER_ROW)
+    fig, axes = new_figure(ncols=min(count, PANELS_PER_ROW), nrows=rows, height=row_height * rows, **subplot_kw)
+    for ax in axes[count:]:
+        fig.delaxes(ax)
+    return fig, axes[:count]
 
 
 def legend_below(fig, axes, ncol: int = 3) -> None:
