@@ -5,9 +5,11 @@
 
 Run it from a clean checkout (it refuses uncommitted changes in src/ or book/: the file names the commit that
 computed it), one experiment at a time, alone on the machine if its wall time is to mean anything. Stopped
-(Ctrl-C or SIGTERM), it writes the points that finished (``complete`` false); the next run, here or on a fresh
-machine with the same computing code, puts them back into the cache and computes only the rest; the points it
-resumes keep the seconds the earlier run recorded for them. A complete file
+(Ctrl-C or SIGTERM), it writes the points whose results had reached it (``complete`` false: with local worker
+processes results arrive in the order of the points, so one that finished behind a point still running is lost
+to the stop; with FLATBOOK_BACKEND=dask and FLATBOOK_SCHEDULER naming a scheduler each is kept as it finishes);
+the next run, here or on a fresh machine with the same computing code, puts them back into the cache and
+computes only the rest; the points it resumes keep the seconds the earlier run recorded for them. A complete file
 of the current code is left alone unless ``--again``. What the file holds: ``flatbook.paper_results``.
 """
 

@@ -8,7 +8,9 @@ its seconds (:func:`flatbook.experiments.runner.recording_points`),
 and the provenance: the commit (a run refuses uncommitted changes), the fingerprint of the code the experiment
 runs, the configuration, machine, device, library versions, wall time, command line and cache hits.
 
-A stopped run writes what finished (``complete`` false, no tables); :func:`resume_into_cache` puts those points
+A stopped run writes the points whose results had reached it (``complete`` false, no tables: with local worker
+processes results arrive in the order of the points, so one that finished behind a point still running is lost
+to the stop; with ``FLATBOOK_BACKEND=dask`` each is kept as it finishes); :func:`resume_into_cache` puts those points
 back into the cache, on any machine with the same computing code, so the next run computes only the rest, and
 :func:`carry_seconds` gives them back the seconds the earlier run recorded.
 :func:`spot_check` recomputes the cheapest committed points with the current code and lists every number that
