@@ -116,6 +116,9 @@ def test_partial_correlations_reject_bad_input():
     few = [row for row in rows if row["seed"] == 0] + [row for row in rows if row["seed"] == 1][: MIN_POINTS - 1]
     with pytest.raises(FlatbookInputError, match="has 1 seed"):
         partial_correlations(few, "a", "b", "c", key="setting")
+    rows[3]["b"] = float("nan")  # a NaN is an error, not a seed silently left out
+    with pytest.raises(FlatbookInputError, match="finite in every row"):
+        partial_correlations(rows, "a", "b", "c", key="setting")
 
 
 def test_a_seed_where_the_partial_correlation_is_undefined_is_left_out_and_counted():

@@ -84,6 +84,8 @@ def partial_correlations(rows: list[dict], x: str, y: str, given: str, key: str,
     missing = sorted({field for row in rows for field in (x, y, given, key, "seed") if field not in row})
     if missing:
         raise FlatbookInputError(f"every row needs the fields {missing}; leave out the rows that lack them.")
+    if not all(math.isfinite(float(row[field])) for row in rows for field in (x, y, given)):
+        raise FlatbookInputError(f"{x}, {y} and {given} must be finite in every row; leave out the rows that are not.")
     groups = group(rows, key)
     each = 1.0 - (1.0 - level) / max(len(groups), 1)
     out = []
