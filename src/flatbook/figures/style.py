@@ -92,7 +92,7 @@ def new_figure(ncols: int = 1, nrows: int = 1, height: float = 3.0, **subplot_kw
 
 
 def new_panels(count: int, row_height: float = 3.0, **subplot_kw):
-    """``count`` panels in rows of at most :data:`PANELS_PER_ROW` at the column width, each row ``row_height``
+    """``count`` panels in rows of at most ``PANELS_PER_ROW`` at the column width, each row ``row_height``
     inches high: a (figure, axes) pair like :func:`new_figure`'s with exactly ``count`` axes (the last row's
     unused places are left empty)."""
     if count < 1:
