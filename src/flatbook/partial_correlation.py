@@ -34,18 +34,19 @@ DEGENERATE = 1e-12
 """1 − ρ² at or below which z is taken to order x or y completely (the partial correlation is undefined)."""
 
 
-def _rank_correlations(x, y, z) -> tuple[float, float, float]:
-    """(ρ_xy, ρ_xz, ρ_yz): Pearson's correlations of the average ranks."""
+def _partial(x, y, z) -> float | None:
+    """eq-partial-spearman from the Pearson correlations of the average ranks, or None where it is undefined (z
+    orders x or y completely); the samples must vary."""
     ranks = np.corrcoef([stats.rankdata(v) for v in (x, y, z)])
-    return float(ranks[0, 1]), float(ranks[0, 2]), float(ranks[1, 2])
+    r_xy, r_xz, r_yz = ranks[0, 1], ranks[0, 2], ranks[1, 2]
+    left = (1.0 - r_xz**2) * (1.0 - r_yz**2)
+    if left <= DEGENERATE:
+        return None
+    return float(np.clip((r_xy - r_xz * r_yz) / math.sqrt(left), -1.0, 1.0))
 
 
-def _defined(x, y, z) -> bool:
-    """Whether eq-partial-spearman is defined: no sample constant, and z orders neither x nor y completely."""
-    if min(np.ptp(v) for v in (x, y, z)) == 0:
-        return False
-    _, r_xz, r_yz = _rank_correlations(x, y, z)
-    return (1.0 - r_xz**2) * (1.0 - r_yz**2) > DEGENERATE
+def _varies(*samples) -> bool:
+    return min(np.ptp(v) for v in samples) > 0
 
 
 def partial_spearman(x, y, z) -> float:
@@ -59,15 +60,15 @@ def partial_spearman(x, y, z) -> float:
         )
     if not all(np.isfinite(v).all() for v in (x, y, z)):
         raise FlatbookInputError("partial_spearman needs finite values; leave out the points that have none.")
-    if min(np.ptp(v) for v in (x, y, z)) == 0:
+    if not _varies(x, y, z):
         raise FlatbookInputError("a partial rank correlation needs all three samples to vary (one is constant).")
-    if not _defined(x, y, z):
+    value = _partial(x, y, z)
+    if value is None:
         raise FlatbookInputError(
             "z orders x or y completely (a rank correlation of ±1): once z is adjusted for, nothing of it is left "
             "to correlate."
         )
-    r_xy, r_xz, r_yz = _rank_correlations(x, y, z)
-    return float(np.clip((r_xy - r_xz * r_yz) / math.sqrt((1.0 - r_xz**2) * (1.0 - r_yz**2)), -1.0, 1.0))
+    return value
 
 
 def partial_correlations(rows: list[dict], x: str, y: str, given: str, key: str, level: float = 0.95) -> list[dict]:
@@ -94,8 +95,9 @@ def partial_correlations(rows: list[dict], x: str, y: str, given: str, key: str,
         seeds = group(members, "seed")
         for seed_rows in seeds.values():
             xs, ys, zs = (np.asarray(column(seed_rows, field), dtype=float) for field in (x, y, given))
-            if len(seed_rows) >= MIN_POINTS and _defined(xs, ys, zs):
-                partial.append(partial_spearman(xs, ys, zs))
+            seed_partial = _partial(xs, ys, zs) if len(seed_rows) >= MIN_POINTS and _varies(xs, ys, zs) else None
+            if seed_partial is not None:
+                partial.append(seed_partial)
                 plain.append(float(stats.spearmanr(xs, ys).statistic))
                 sizes.append(len(seed_rows))
         if len(partial) < 2:
