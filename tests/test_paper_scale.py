@@ -249,9 +249,19 @@ def test_the_provenance_names_the_command_commit_and_whether_the_code_is_current
     results = {**smoke_results, "git_commit": "a" * 40, "wall_time_s": 90.0}
     sentence = paper_results.provenance(results)
     assert "`python scripts/paper_scale.py symmetry_paradox`" in sentence and "`aaaaaaaaaaaa`" in sentence
-    assert "1.5 minutes" in sentence and "the current computing code" in sentence
+    assert f"in 1.5 minutes (its {len(results['points'])} points took" in sentence and "the current computing code" in sentence
     older = paper_results.provenance({**results, "code_fingerprint": "0" * 64})
     assert "an older computing code" in older
+
+
+def test_the_provenance_of_a_resumed_run_gives_its_last_invocation_and_the_points_summed_time(smoke_results):
+    points = [{**point, "seconds": 5400.0} for point in smoke_results["points"]]
+    resumed = {**smoke_results, "points": points, "points_cached": len(points), "wall_time_s": 60.0}
+    sentence = paper_results.provenance(resumed)
+    assert f"in 1.0 minutes of its last invocation, which resumed {len(points)} points from earlier runs" in sentence
+    assert f"(its {len(points)} points took {1.5 * len(points):.1f} hours of computing, summed over them)" in sentence
+    unknown = paper_results.provenance({**resumed, "points": [{**points[0], "seconds": None}, *points[1:]]})
+    assert "hours of computing" not in unknown
 
 
 def test_the_fingerprint_is_of_the_code_the_run_started_with(isolated_cache, monkeypatch):

@@ -287,9 +287,15 @@ def run_status(experiment: str, start: str | Path | None = None) -> str:
     return "are complete"
 
 
+def _duration(seconds: float) -> str:
+    """A duration in minutes, or in hours from two hours up."""
+    return f"{seconds / 3600:.1f} hours" if seconds >= 7200 else f"{seconds / 60:.1f} minutes"
+
+
 def provenance(results: dict) -> str:
     """Where committed results come from, as a sentence for a chapter (Markdown): file, command, commit,
-    wall time, machine, and whether the computing code that made them is the current one."""
+    wall time (of the last invocation, where it resumed points from earlier ones), the points' computing time
+    summed over them, machine, and whether the computing code that made them is the current one."""
     experiment = results["experiment"]
     current = results["code_fingerprint"] == experiment_fingerprint(experiment)
     code = (
@@ -297,15 +303,19 @@ def provenance(results: dict) -> str:
         if current
         else "by an older computing code, whose cheapest points the tests recompute with the current one"
     )
-    resumed = (
-        ""
+    timing = (
+        f"in {_duration(results['wall_time_s'])}"
         if results.get("points_cached", 0) == 0
-        else f" (resumed: {results['points_cached']} points from earlier runs)"
+        else f"in {_duration(results['wall_time_s'])} of its last invocation, which resumed "
+        f"{results['points_cached']} points from earlier runs"
     )
+    seconds = [point["seconds"] for point in results["points"]]
+    if seconds and all(s is not None for s in seconds):
+        timing += f" (its {len(seconds)} points took {_duration(sum(seconds))} of computing, summed over them)"
     return (
         f"Read from `book/paper_scale/results/{file_name(experiment)}`, written by "
         f"`python scripts/paper_scale.py {experiment}` at commit `{(results['git_commit'] or '')[:12]}` "
-        f"in {results['wall_time_s'] / 60:.1f} minutes{resumed} on {results['machine']}, {code}."
+        f"{timing} on {results['machine']}, {code}."
     )
 
 
