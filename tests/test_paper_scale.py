@@ -263,6 +263,7 @@ def test_the_provenance_of_a_resumed_run_gives_its_last_invocation_and_the_point
     assert f"(its {len(points)} points took {1.5 * len(points):.1f} hours of computing, summed over them)" in sentence
     unknown = paper_results.provenance({**resumed, "points": [{**points[0], "seconds": None}, *points[1:]]})
     assert "hours of computing" not in unknown
+    assert f"(the computing time of 1 of its {len(points)} points is not recorded)" in unknown
 
 
 def test_the_fingerprint_is_of_the_code_the_run_started_with(isolated_cache, monkeypatch):

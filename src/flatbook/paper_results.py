@@ -310,8 +310,11 @@ def provenance(results: dict) -> str:
         f"{results['points_cached']} points from earlier runs"
     )
     seconds = [point["seconds"] for point in results["points"]]
-    if seconds and all(s is not None for s in seconds):
+    unrecorded = sum(s is None for s in seconds)
+    if seconds and not unrecorded:
         timing += f" (its {len(seconds)} points took {_duration(sum(seconds))} of computing, summed over them)"
+    elif unrecorded:
+        timing += f" (the computing time of {unrecorded} of its {len(seconds)} points is not recorded)"
     return (
         f"Read from `book/paper_scale/results/{file_name(experiment)}`, written by "
         f"`python scripts/paper_scale.py {experiment}` at commit `{(results['git_commit'] or '')[:12]}` "
