@@ -9,7 +9,9 @@ computed it), one experiment at a time, alone on the machine if its wall time is
 processes results arrive in the order of the points, so one that finished behind a point still running is lost
 to the stop; with FLATBOOK_BACKEND=dask and FLATBOOK_SCHEDULER naming a scheduler each is kept as it finishes);
 the next run, here or on a fresh machine with the same computing code, puts them back into the cache and
-computes only the rest; the points it resumes keep the seconds the earlier run recorded for them. A complete file
+computes only the rest; the points it resumes keep the seconds the earlier run recorded for them. Points of older
+computing code are resumed only where flatbook.paper_results.SAME_FINISHED_POINTS declares that the current code
+computes them identically; the file then names, point by point, the code that computed them. A complete file
 of the current code is left alone unless ``--again``. What the file holds: ``flatbook.paper_results``.
 """
 
@@ -56,7 +58,7 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if previous is not None and not args.again:
-        paper_results.carry_seconds(results, previous)
+        paper_results.carry_over(results, previous)
     paper_results.write(results, path)
     if results["failure"]:
         print(

@@ -396,6 +396,43 @@ def test_a_vertex_program_stopped_without_a_verdict_is_solved_again_not_called_e
         failing.argmax(c, 1.5 * least)
 
 
+class DualSimplexErrs(WrappedHighs):
+    """HiGHS, except that dual simplex (simplex_strategy 1) ends every solve at once with an error (kNotset), as
+    HiGHS did on a path-norm relaxation of chapter 4's paper scale that primal simplex solves."""
+
+    def _dual(self):
+        return self.highs.getOptionValue("simplex_strategy")[1] == 1
+
+    def run(self):
+        return highspy.HighsStatus.kError if self._dual() else self.highs.run()
+
+    def getModelStatus(self):
+        return highspy.HighsModelStatus.kNotset if self._dual() else self.highs.getModelStatus()
+
+
+def test_a_program_that_dual_simplex_cannot_start_is_solved_by_primal_simplex(monkeypatch):
+    """A program whose own options are dual simplex, on instances where dual simplex errs at once: the kept
+    instance and the two dual-simplex restarts fail, the primal-simplex restart gives the program's optimum, and
+    the next solve runs with the program's own options again."""
+    Phi, w, y = relu_dictionary(torch.Generator().manual_seed(5))
+    n, k = Phi.shape
+    least = least_budget(Phi, w, y.numpy())
+    solver = _VertexProgram._new_solver
+    monkeypatch.setattr(_VertexProgram, "_new_solver", staticmethod(lambda **o: DualSimplexErrs(solver(**o))))
+    program = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(k), working_atoms=None, options={"simplex_strategy": 1})
+    c = np.random.default_rng(3).standard_normal(k)
+    found = program.argmax(c, 1.5 * least)
+    assert found is not None and c @ found == pytest.approx(
+        linprog_optimum(np.concatenate([c, -c]), Phi, w, y.numpy(), 1.5 * least), rel=1e-8
+    )
+    assert program.highs.getOptionValue("simplex_strategy")[1] == 1
+    # with primal simplex failing too, it raises and names every attempt's status
+    monkeypatch.setattr(near_flattest, "RESTART_OPTIONS", near_flattest.RESTART_OPTIONS[:2])
+    failing = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(k), working_atoms=None, options={"simplex_strategy": 1})
+    with pytest.raises(SolverError, match=r"status Not Set, and again .* \(Not Set, Not Set\)"):
+        failing.argmax(c, 1.5 * least)
+
+
 class Cycles(WrappedHighs):
     """HiGHS, except that its simplex stops after one iteration whatever limit it is set: a solve that would cycle
     without end on the kept instance.  ``statuses`` records how each of its solves ended."""

@@ -120,10 +120,11 @@ def test_resumed_points_get_back_the_seconds_of_the_run_that_computed_them(smoke
     again = paper_results.run("symmetry_paradox", "smoke", jobs=1, allow_uncommitted=True)
     assert all(point["seconds"] is None for point in again["points"])
     stale = {**smoke_results, "code_fingerprint": "0" * 64}
-    assert paper_results.carry_seconds(again, stale) == 0
-    assert paper_results.carry_seconds(again, smoke_results) == len(smoke_results["points"])
+    assert paper_results.carry_over(again, stale) == 0
+    assert paper_results.carry_over(again, smoke_results) == len(smoke_results["points"])
     assert [p["seconds"] for p in again["points"]] == [p["seconds"] for p in smoke_results["points"]]
     assert again["points_cached"] == len(again["points"])  # still read from the cache, with their cost known
+    assert not any("carried_from" in p for p in again["points"]) and "carried_because" not in again
     assert paper_results.cheapest_points(again, points=1)[0][0]["seconds"] == min(
         p["seconds"] for p in smoke_results["points"]
     )
@@ -235,10 +236,14 @@ def test_the_run_status_says_whether_a_run_is_missing_of_another_configuration_s
     )
     paper_config = json.loads(json.dumps(dataclasses.asdict(symmetry_paradox.CONFIGS["paper"])))
     paper_run = {**smoke_results, "scale": "paper", "config": paper_config}
-    paper_results.write({**paper_run, "complete": False, "tables": None, "failure": "SolverError: x"}, path)
+    done = f"with {len(smoke_results['points'])} points computed"
+    paper_results.write({**paper_run, "complete": False, "tables": None, "failure": "SolverError: x."}, path)
     assert paper_results.run_status("symmetry_paradox", start=tmp_path) == (
-        f"were stopped by SolverError: x with {len(smoke_results['points'])} points computed ({command} resumes them)"
+        f"were stopped by SolverError: x, {done} ({command} resumes from them once the cause is fixed)"
     )
+    paper_results.write({**paper_run, "complete": False, "tables": None, "failure": None}, path)
+    stopped = paper_results.run_status("symmetry_paradox", start=tmp_path)
+    assert stopped == f"were stopped {done} ({command} resumes them)"
     paper_results.write(paper_run, path)
     assert paper_results.run_status("symmetry_paradox", start=tmp_path) == "are complete"
     with pytest.raises(FlatbookInputError, match="unknown experiment"):
@@ -264,6 +269,45 @@ def test_the_provenance_of_a_resumed_run_gives_its_last_invocation_and_the_point
     unknown = paper_results.provenance({**resumed, "points": [{**points[0], "seconds": None}, *points[1:]]})
     assert "hours of computing" not in unknown
     assert f"(the computing time of 1 of its {len(points)} points is not recorded)" in unknown
+
+
+def test_points_of_older_code_resume_only_where_declared_and_say_which_code_computed_them(
+    smoke_results, tmp_path, monkeypatch
+):
+    """Older code's points stand for the current code's only under a declaration naming both fingerprints; the
+    resumed file marks each such point with the code that computed it, keeps the mark through a later resume,
+    and its provenance counts them with the declared reason."""
+    current = smoke_results["code_fingerprint"]
+    older = {**smoke_results, "code_fingerprint": "0" * 64}
+    monkeypatch.setenv("FLATBOOK_CACHE", str(tmp_path / "fresh-machine"))
+    assert paper_results.resume_into_cache(older) == 0  # undeclared
+    monkeypatch.setitem(paper_results.SAME_FINISHED_POINTS, ("symmetry_paradox", "1" * 64, "0" * 64), "elsewhere")
+    assert paper_results.resume_into_cache(older) == 0  # declared for another current code
+    monkeypatch.setitem(paper_results.SAME_FINISHED_POINTS, ("symmetry_paradox", current, "0" * 64), "a reason")
+    assert paper_results.resume_into_cache(older) == len(older["points"])
+    before = cache_counts()
+    again = paper_results.run("symmetry_paradox", "smoke", jobs=1, allow_uncommitted=True)
+    assert cache_counts()["computed"] == before["computed"]  # none computed again
+    assert paper_results.carry_over(again, older) == len(older["points"])
+    assert [p["carried_from"] for p in again["points"]] == ["0" * 64] * len(older["points"])
+    assert again["carried_because"] == {"0" * 64: "a reason"} and again["code_fingerprint"] == current
+    sentence = paper_results.provenance(again)
+    assert f"{len(older['points'])} of its points were computed by older code (fingerprint `00000000`)" in sentence
+    assert sentence.endswith("computes identically (a reason).")
+    third = paper_results.run("symmetry_paradox", "smoke", jobs=1, allow_uncommitted=True)  # resumed from `again`
+    assert paper_results.carry_over(third, again) == len(older["points"])
+    assert [p["carried_from"] for p in third["points"]] == ["0" * 64] * len(older["points"])
+    assert third["carried_because"] == again["carried_because"]
+
+
+def test_each_declaration_of_identically_computed_points_names_the_current_code_of_its_experiment():
+    """A declaration tied to code that has since changed applies to nothing: remove it (the files it resumed
+    keep, point by point, which code computed what, and why)."""
+    from flatbook.experiments.runner import experiment_fingerprint
+
+    for (experiment, current, older), reason in paper_results.SAME_FINISHED_POINTS.items():
+        assert current == experiment_fingerprint(experiment), (experiment, current)
+        assert older != current and len(older) == 64 and reason
 
 
 def test_the_fingerprint_is_of_the_code_the_run_started_with(isolated_cache, monkeypatch):

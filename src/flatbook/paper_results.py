@@ -12,7 +12,9 @@ A stopped run writes the points whose results had reached it (``complete`` false
 processes results arrive in the order of the points, so one that finished behind a point still running is lost
 to the stop; with ``FLATBOOK_BACKEND=dask`` each is kept as it finishes); :func:`resume_into_cache` puts those points
 back into the cache, on any machine with the same computing code, so the next run computes only the rest, and
-:func:`carry_seconds` gives them back the seconds the earlier run recorded.
+:func:`carry_over` gives them back the seconds the earlier run recorded. Points of older computing code are
+resumed only where :data:`SAME_FINISHED_POINTS` declares that the current code computes them identically; the
+file then says, point by point, which code computed each (``carried_from``) and why it stands for the current.
 :func:`spot_check` recomputes the cheapest committed points with the current code and lists every number that
 differs beyond a tolerance: the check that committed results are still what the code computes.
 """
@@ -59,7 +61,8 @@ __all__ = [
     "run_status",
     "provenance",
     "resume_into_cache",
-    "carry_seconds",
+    "SAME_FINISHED_POINTS",
+    "carry_over",
     "cheapest_points",
     "spot_check",
     "differences",
@@ -67,6 +70,19 @@ __all__ = [
 
 #: the layout of a results file; a reader refuses any other
 FORMAT = 1
+
+#: Older computing code whose finished points the current code computes identically:
+#: (experiment, fingerprint of the current code, fingerprint of the older) → why. Declared only where every change
+#: between the two acts only where the older code raised, so that a point it finished takes the same path through
+#: the new code; tied to the current fingerprint, so that any later change of the code ends the declaration.
+SAME_FINISHED_POINTS: dict[tuple[str, str, str], str] = {
+    (
+        "flattest_generalise",
+        "1a104e4859323f593d810ec43bfdb7c3fbbc53c5e4d2588c0c42fd26d187486a",
+        "bfd1195abf0d9fb55f3849ab41ae31097e3384ab2f2c7cf92bd6204223fed54f",
+    ): "near_flattest.RESTART_OPTIONS gained primal simplex as a last restart, tried only after every earlier "
+    "attempt has ended without a verdict, where the older code raised SolverError and stopped the run",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,8 +288,8 @@ def complete_run(experiment: str, start: str | Path | None = None) -> dict:
 def run_status(experiment: str, start: str | Path | None = None) -> str:
     """What the committed paper-scale results of ``experiment`` are, as a plain-text predicate for a chapter that
     shows none of them ("its paper-scale results …"): "have not been computed", "are of another paper
-    configuration", "were stopped (by …) with N points computed" (each with the command that computes, recomputes
-    or resumes them) or "are complete"."""
+    configuration", "were stopped (by …,) with N points computed" (each with the command that computes, recomputes
+    or resumes them; after a point the code could not compute, once the cause is fixed) or "are complete"."""
     _module(experiment)
     command = f"python scripts/paper_scale.py {experiment}"
     if not (results_folder(start) / file_name(experiment)).is_file():
@@ -282,8 +298,11 @@ def run_status(experiment: str, start: str | Path | None = None) -> str:
     if not _current_configuration(experiment, results):
         return f"are of another paper configuration ({command} --again recomputes them)"
     if not results["complete"]:
-        cause = f" by {results['failure']}" if results.get("failure") else ""
-        return f"were stopped{cause} with {counted(len(results['points']), 'point')} computed ({command} resumes them)"
+        done = f"with {counted(len(results['points']), 'point')} computed"
+        if results.get("failure"):
+            failure = results["failure"].rstrip(".")
+            return f"were stopped by {failure}, {done} ({command} resumes from them once the cause is fixed)"
+        return f"were stopped {done} ({command} resumes them)"
     return "are complete"
 
 
@@ -295,7 +314,8 @@ def _duration(seconds: float) -> str:
 def provenance(results: dict) -> str:
     """Where committed results come from, as a sentence for a chapter (Markdown): file, command, commit,
     wall time (of the last invocation, where it resumed points from earlier ones), the points' computing time
-    summed over them, machine, and whether the computing code that made them is the current one."""
+    summed over them, how many points older code computed (:func:`carry_over`) and why they stand, machine, and
+    whether the computing code that made them is the current one."""
     experiment = results["experiment"]
     current = results["code_fingerprint"] == experiment_fingerprint(experiment)
     code = (
@@ -315,23 +335,38 @@ def provenance(results: dict) -> str:
         timing += f" (its {len(seconds)} points took {_duration(sum(seconds))} of computing, summed over them)"
     elif unrecorded:
         timing += f" (the computing time of {unrecorded} of its {len(seconds)} points is not recorded)"
+    carried = Counter(point["carried_from"] for point in results["points"] if "carried_from" in point)
+    older = "".join(
+        f" {count} of its points were computed by older code (fingerprint `{fingerprint[:8]}`), whose finished "
+        f"points the current code computes identically ({results['carried_because'][fingerprint]})."
+        for fingerprint, count in sorted(carried.items())
+    )
     return (
         f"Read from `book/paper_scale/results/{file_name(experiment)}`, written by "
         f"`python scripts/paper_scale.py {experiment}` at commit `{(results['git_commit'] or '')[:12]}` "
-        f"{timing} on {results['machine']}, {code}."
+        f"{timing} on {results['machine']}, {code}.{older}"
     )
+
+
+def _same_points_reason(results: dict) -> str | None:
+    """Why the current code's points stand for those of ``results``: "" for the same code, the declared reason
+    (:data:`SAME_FINISHED_POINTS`) for older code that computes its finished points identically, else None."""
+    experiment = results["experiment"]
+    current = experiment_fingerprint(experiment)
+    if results["code_fingerprint"] == current:
+        return ""
+    return SAME_FINISHED_POINTS.get((experiment, current, results["code_fingerprint"]))
 
 
 def resume_into_cache(results: dict) -> int:
     """Put the committed points back into the cache, each under the configuration it ran under, when the current
-    computing code is the one that computed them (same fingerprint and configuration); return how many (a point
-    whose configuration the file does not tell, :func:`_configurations`, is left out). A run then computes only
-    the missing points."""
+    computing code computes them identically (the same fingerprint, or an older one that
+    :data:`SAME_FINISHED_POINTS` declares) under the same configuration; return how many (a point whose
+    configuration the file does not tell, :func:`_configurations`, is left out). A run then computes only the
+    missing points."""
     directory = cache_dir()
     config = _code_configuration(results["experiment"], results, results["scale"])
-    if directory is None or results["code_fingerprint"] != experiment_fingerprint(results["experiment"]):
-        return 0
-    if config is None:
+    if directory is None or _same_points_reason(results) is None or config is None:
         return 0
     restored = 0
     for entry, point_config in zip(results["points"], _configurations(results, config), strict=True):
@@ -348,24 +383,39 @@ def resume_into_cache(results: dict) -> int:
     return restored
 
 
-def carry_seconds(results: dict, earlier: dict) -> int:
-    """Give each point of ``results`` that came from the cache (seconds None) the seconds ``earlier``, a results
-    file of the same computing code, recorded for it (same function, arguments and ``config_changes``); return
-    how many. A resumed run then still says what each point cost where it was computed, so that
-    :func:`cheapest_points` can choose among all of them, not only among the last run's. ``points_cached`` still
-    counts them as read from the cache. Other code (another fingerprint) gives nothing."""
-    if earlier["code_fingerprint"] != results["code_fingerprint"]:
+def carry_over(results: dict, earlier: dict) -> int:
+    """Give each point of ``results`` that came from the cache (seconds None) what ``earlier``, the results file
+    it was resumed from (:func:`resume_into_cache`), recorded for it (same function, arguments and
+    ``config_changes``): its seconds, and, where the file's code is older, ``carried_from``, the fingerprint of
+    the code that computed it, with the reason in ``results["carried_because"]``; return how many.
+
+    A resumed run then still says what each point cost where it was computed, so that :func:`cheapest_points`
+    can choose among all of them, and which code computed it. ``points_cached`` still counts them as read from
+    the cache. A file whose points the current code does not stand for gives nothing."""
+    reason = _same_points_reason(earlier)
+    if reason is None:
         return 0
 
     def identity(entry):
         return _point_identity(entry), json.dumps(entry.get("config_changes"), sort_keys=True)
 
-    recorded = {identity(entry): entry["seconds"] for entry in earlier["points"] if entry["seconds"] is not None}
+    recorded = {identity(entry): entry for entry in earlier["points"]}
+    because = dict(earlier.get("carried_because", {}))
+    if reason:
+        because[earlier["code_fingerprint"]] = reason
     carried = 0
     for entry in results["points"]:
-        if entry["seconds"] is None:
-            entry["seconds"] = recorded.get(identity(entry))
-            carried += entry["seconds"] is not None
+        source = recorded.get(identity(entry)) if entry["seconds"] is None else None
+        if source is None:
+            continue
+        entry["seconds"] = source["seconds"]
+        computed_by = source.get("carried_from") or (earlier["code_fingerprint"] if reason else None)
+        if computed_by is not None:
+            entry["carried_from"] = computed_by
+        carried += 1
+    used = {entry["carried_from"] for entry in results["points"] if "carried_from" in entry}
+    if used:
+        results["carried_because"] = {fingerprint: because[fingerprint] for fingerprint in sorted(used)}
     return carried
 
 
@@ -427,7 +477,7 @@ def cheapest_points(results: dict, points: int = 3, max_seconds: float = math.in
     """The committed points a spot check recomputes, as (point, configuration): the ``points`` cheapest by their
     recorded seconds, as many as took at most ``max_seconds`` together, among those whose configuration the file
     tells (:func:`_configurations`; a point read from the cache has no seconds and is left out, unless
-    :func:`carry_seconds` gave it those of the run that computed it).
+    :func:`carry_over` gave it those of the run that computed it).
 
     The paper configuration itself must be unchanged: a different one raises, naming the command to rerun.
     """
