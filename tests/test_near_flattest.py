@@ -389,9 +389,14 @@ def test_a_vertex_program_stopped_without_a_verdict_is_solved_again_not_called_e
     z = np.concatenate(total)
     assert (z[closed] == 0).all()
     assert z.sum() == pytest.approx(linprog_optimum(np.ones(2 * k), Phi, w, y.numpy(), 1.5 * least, closed), rel=1e-8)
-    # no iteration allowed: every instance stops at the limit
+    # no iteration allowed: every limited attempt stops at the limit, and the last restart, which has none, solves it
     monkeypatch.setattr(near_flattest, "ITERATION_LIMIT_FACTOR", 0)
-    failing = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(k), working_atoms=None, options={"presolve": "off"})
+    options = {"presolve": "off"}
+    degenerate = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(k), working_atoms=None, options=options)
+    assert c @ degenerate.argmax(c, 1.5 * least) == pytest.approx(expected, rel=1e-8)
+    assert degenerate.highs.getOptionValue("simplex_strategy")[1] == VERTEX_PROGRAM_OPTIONS["simplex_strategy"]
+    monkeypatch.setattr(near_flattest, "RESTART_OPTIONS", near_flattest.RESTART_OPTIONS[:2])
+    failing = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(k), working_atoms=None, options=options)
     with pytest.raises(SolverError, match="whole dictionary with status Iteration limit reached, and again"):
         failing.argmax(c, 1.5 * least)
 

@@ -298,6 +298,13 @@ def test_points_of_older_code_resume_only_where_declared_and_say_which_code_comp
     assert paper_results.carry_over(third, again) == len(older["points"])
     assert [p["carried_from"] for p in third["points"]] == ["0" * 64] * len(older["points"])
     assert third["carried_because"] == again["carried_because"]
+    # a file that itself carried points, of code declared identical in its turn: both reasons stand, in order
+    between = {**again, "code_fingerprint": "2" * 64}
+    monkeypatch.setitem(paper_results.SAME_FINISHED_POINTS, ("symmetry_paradox", current, "2" * 64), "another")
+    fourth = paper_results.run("symmetry_paradox", "smoke", jobs=1, allow_uncommitted=True)
+    assert paper_results.carry_over(fourth, between) == len(older["points"])
+    assert [p["carried_from"] for p in fourth["points"]] == ["0" * 64] * len(older["points"])
+    assert fourth["carried_because"] == {"0" * 64: "a reason; then another"}
 
 
 def test_each_declaration_of_identically_computed_points_names_the_current_code_of_its_experiment():

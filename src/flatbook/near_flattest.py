@@ -129,20 +129,23 @@ VERTEX_PROGRAM_OPTIONS: dict[str, bool | float | int | str] = {
     "simplex_strategy": 4,
     "presolve": "choose",
 }
-#: a solve of the vertex program stops after this many simplex iterations per row and column of its model, and is
-#: then a solve without a verdict (see :meth:`_VertexProgram._run`): on a thin P_B (slack 0.1 % at n = 192) HiGHS's
-#: simplex, started from the kept instance's basis, can cycle through nearly singular bases without end, where a new
-#: instance solves the same program from scratch in fewer iterations than the model has columns.  The most a
-#: finished solve took on chapter 4's paper configuration was 1.24 per row and column (n = 192, seed 100, a probe)
+#: a solve of the vertex program that may be restarted stops after this many simplex iterations per row and column
+#: of its model, and is then a solve without a verdict (see :meth:`_VertexProgram._run`): on a thin P_B (slack 0.1 %
+#: at n = 192) HiGHS's simplex, started from the kept instance's basis, can cycle through nearly singular bases
+#: without end, where a new instance solves the same program from scratch in fewer iterations than the model has
+#: columns.  The last restart has no limit (``RESTART_OPTIONS``)
 ITERATION_LIMIT_FACTOR = 4
 #: the options besides the vertex program's with which a new HiGHS instance solves it from scratch, in turn, when
 #: the kept instance ends a solve without a verdict: the program's own, dual simplex without presolve, then primal
-#: simplex.  Dual simplex can stop at once with an error (status kNotset) on a program that primal simplex solves:
-#: seen on a chapter 4 paper-scale dataset (n = 136, seed 100, noiseless), in the path-norm search's relaxations
+#: simplex with no iteration limit, since no attempt follows it.  Dual simplex can stop at once with an error
+#: (status kNotset) on a program that primal simplex solves, and a degenerate program can need far more iterations
+#: than any limit set for the earlier attempts: both seen on chapter 4's paper-scale datasets (n = 136, noiseless;
+#: at seed 300 a Frank-Wolfe program took 300 173 iterations of primal simplex from scratch, 77 per row and column,
+#: and as many after the interior-point method's 31, in its crossover)
 RESTART_OPTIONS: tuple[dict[str, int | str], ...] = (
     {},
     {"simplex_strategy": 1, "presolve": "off"},
-    {"simplex_strategy": 4},
+    {"simplex_strategy": 4, "simplex_iteration_limit": highspy.kHighsIInf},
 )
 
 
@@ -310,11 +313,14 @@ class _VertexProgram:
                 self.highs = self._new_solver(**{**self.options, **options})
                 self.highs.passModel(model)
             iterations = ITERATION_LIMIT_FACTOR * (self.highs.getNumRow() + self.highs.getNumCol())
-            self.highs.setOptionValue("simplex_iteration_limit", iterations)
+            self.highs.setOptionValue(
+                "simplex_iteration_limit", (options or {}).get("simplex_iteration_limit", iterations)
+            )
             self.highs.run()
             status = self.highs.getModelStatus()
             if status == highspy.HighsModelStatus.kOptimal or status in empty or not restart:
-                for name in options or {}:  # later solves start from this basis with the program's own options
+                # later solves start from this basis with the program's own options (and a limit set anew)
+                for name in (options or {}).keys() & self.options.keys():
                     self.highs.setOptionValue(name, self.options[name])
                 return status
             statuses.append(self.highs.modelStatusToString(status))

@@ -78,10 +78,11 @@ FORMAT = 1
 SAME_FINISHED_POINTS: dict[tuple[str, str, str], str] = {
     (
         "flattest_generalise",
-        "1a104e4859323f593d810ec43bfdb7c3fbbc53c5e4d2588c0c42fd26d187486a",
+        "261176713920fe021d94550c9bb682e2c638551ca478c9e002756e4ad78df738",
         "bfd1195abf0d9fb55f3849ab41ae31097e3384ab2f2c7cf92bd6204223fed54f",
-    ): "near_flattest.RESTART_OPTIONS gained primal simplex as a last restart, tried only after every earlier "
-    "attempt has ended without a verdict, where the older code raised SolverError and stopped the run",
+    ): "near_flattest.RESTART_OPTIONS gained a last restart, primal simplex with no iteration limit, tried only "
+    "after every earlier attempt has ended without a verdict, where the older code raised SolverError and stopped "
+    "the run",
 }
 
 
@@ -400,7 +401,11 @@ def carry_over(results: dict, earlier: dict) -> int:
         return _point_identity(entry), json.dumps(entry.get("config_changes"), sort_keys=True)
 
     recorded = {identity(entry): entry for entry in earlier["points"]}
-    because = dict(earlier.get("carried_because", {}))
+    # points ``earlier`` carried from still older code stand for the current code by both reasons
+    because = {
+        fingerprint: f"{text}; then {reason}" if reason else text
+        for fingerprint, text in earlier.get("carried_because", {}).items()
+    }
     if reason:
         because[earlier["code_fingerprint"]] = reason
     carried = 0
