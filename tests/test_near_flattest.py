@@ -438,6 +438,54 @@ def test_a_program_that_dual_simplex_cannot_start_is_solved_by_primal_simplex(mo
         failing.argmax(c, 1.5 * least)
 
 
+class Recorded(WrappedHighs):
+    """HiGHS, recording every option set and solve in ``log`` (shared by the instances of one program), and
+    reporting kUnknown on the first ``failing`` solves of the program (by any instance)."""
+
+    def __init__(self, highs, log, failing):
+        super().__init__(highs)
+        self.log, self.failing = log, failing
+
+    def setOptionValue(self, name, value):
+        self.log.append(("set", name, value))
+        return self.highs.setOptionValue(name, value)
+
+    def run(self):
+        self.log.append(("run",))
+        return self.highs.run()
+
+    def getModelStatus(self):
+        solves = sum(entry == ("run",) for entry in self.log)
+        return highspy.HighsModelStatus.kUnknown if solves <= self.failing else self.highs.getModelStatus()
+
+
+@pytest.mark.parametrize("failing", [0, 1, 2])
+def test_a_program_that_an_earlier_attempt_solves_never_reaches_the_last_restart(monkeypatch, failing):
+    """The ground on which points of code without the last restart are resumed as this code's: a program that the
+    kept instance or one of the earlier restarts solves makes the same HiGHS calls and gives the same vertex
+    whether or not the last restart exists."""
+    Phi, w, y = relu_dictionary(torch.Generator().manual_seed(5))
+    n, k = Phi.shape
+    least = least_budget(Phi, w, y.numpy())
+    c = np.random.default_rng(4).standard_normal(k)
+    solver = _VertexProgram._new_solver
+
+    def solve(restarts):
+        log = []
+        monkeypatch.setattr(near_flattest, "RESTART_OPTIONS", restarts)
+        monkeypatch.setattr(
+            _VertexProgram, "_new_solver", staticmethod(lambda **o: Recorded(solver(**o), log, failing))
+        )
+        program = _VertexProgram(Phi, w, y.numpy(), seed=np.arange(k), working_atoms=None)
+        return program.argmax(c, 1.5 * least), log
+
+    full = near_flattest.RESTART_OPTIONS
+    with_last, log_with_last = solve(full)
+    without_last, log_without_last = solve(full[:-1])
+    assert log_with_last == log_without_last and sum(entry == ("run",) for entry in log_with_last) == failing + 1
+    assert with_last is not None and np.array_equal(with_last, without_last)
+
+
 class Cycles(WrappedHighs):
     """HiGHS, except that its simplex stops after one iteration whatever limit it is set: a solve that would cycle
     without end on the kept instance.  ``statuses`` records how each of its solves ended."""

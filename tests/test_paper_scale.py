@@ -293,7 +293,7 @@ def test_points_of_older_code_resume_only_where_declared_and_say_which_code_comp
     assert again["carried_because"] == {"0" * 64: "a reason"} and again["code_fingerprint"] == current
     sentence = paper_results.provenance(again)
     assert f"{len(older['points'])} of its points were computed by older code (fingerprint `00000000`)" in sentence
-    assert sentence.endswith("computes identically (a reason).")
+    assert "declared to compute them as the code that wrote the file does (a reason) and checked" in sentence
     third = paper_results.run("symmetry_paradox", "smoke", jobs=1, allow_uncommitted=True)  # resumed from `again`
     assert paper_results.carry_over(third, again) == len(older["points"])
     assert [p["carried_from"] for p in third["points"]] == ["0" * 64] * len(older["points"])
@@ -305,6 +305,31 @@ def test_points_of_older_code_resume_only_where_declared_and_say_which_code_comp
     assert paper_results.carry_over(fourth, between) == len(older["points"])
     assert [p["carried_from"] for p in fourth["points"]] == ["0" * 64] * len(older["points"])
     assert fourth["carried_because"] == {"0" * 64: "a reason; then another"}
+
+
+def test_points_of_older_code_are_checked_on_their_cheapest_before_any_is_resumed(smoke_results, tmp_path, monkeypatch):
+    """The declaration is checked on data each time it is used: the cheapest older point is recomputed, and a
+    difference (here a doctored number), or no point that can be recomputed, raises before any point is resumed."""
+    monkeypatch.setenv("FLATBOOK_CACHE", str(tmp_path / "fresh-machine"))
+    key = ("symmetry_paradox", smoke_results["code_fingerprint"], "0" * 64)
+    monkeypatch.setitem(paper_results.SAME_FINISHED_POINTS, key, "a reason")
+    doctored = json.loads(json.dumps({**smoke_results, "code_fingerprint": "0" * 64}))
+    cheapest = min(doctored["points"], key=lambda point: point["seconds"])
+    container, field = first_number(cheapest["result"])
+    container[field] *= 1 + 1e-3
+    with pytest.raises(FlatbookInputError, match="declared to be what the current code computes .a reason., but"):
+        paper_results.resume_into_cache(doctored)
+    assert not list((tmp_path / "fresh-machine").rglob("*.json"))  # nothing resumed
+    untimed = {**doctored, "points": [{**point, "seconds": None} for point in doctored["points"]]}
+    with pytest.raises(FlatbookInputError, match="none of them can be recomputed to check it"):
+        paper_results.resume_into_cache(untimed)
+
+
+def test_a_file_whose_older_points_lack_their_reason_is_refused(smoke_results, tmp_path):
+    points = [{**point, "carried_from": "0" * 64} for point in smoke_results["points"]]
+    path = paper_results.write({**smoke_results, "points": points}, tmp_path / "unexplained.json.gz")
+    with pytest.raises(FlatbookInputError, match="older code .00000000. without the reason"):
+        paper_results.load(path)
 
 
 def test_each_declaration_of_identically_computed_points_names_the_current_code_of_its_experiment():

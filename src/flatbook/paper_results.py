@@ -225,6 +225,14 @@ def load(path: str | Path) -> dict:
         raise FlatbookInputError(f"{path} is not a readable results file ({exc}).") from exc
     if not isinstance(results, dict) or results.get("format") != FORMAT:
         raise FlatbookInputError(f"{path} is not a results file of format {FORMAT}; regenerate it.")
+    unexplained = {p["carried_from"] for p in results["points"] if "carried_from" in p} - set(
+        results.get("carried_because", {})
+    )
+    if unexplained:
+        raise FlatbookInputError(
+            f"{path} has points of older code ({', '.join(sorted(f[:8] for f in unexplained))}) without the reason "
+            "they stand for the file's code (carried_because): regenerate it."
+        )
     return results
 
 
@@ -338,8 +346,9 @@ def provenance(results: dict) -> str:
         timing += f" (the computing time of {unrecorded} of its {len(seconds)} points is not recorded)"
     carried = Counter(point["carried_from"] for point in results["points"] if "carried_from" in point)
     older = "".join(
-        f" {count} of its points were computed by older code (fingerprint `{fingerprint[:8]}`), whose finished "
-        f"points the current code computes identically ({results['carried_because'][fingerprint]})."
+        f" {count} of its points were computed by older code (fingerprint `{fingerprint[:8]}`), declared to compute "
+        f"them as the code that wrote the file does ({results['carried_because'][fingerprint]}) and checked on the "
+        "cheapest of them, recomputed when they were resumed."
         for fingerprint, count in sorted(carried.items())
     )
     return (
@@ -364,11 +373,18 @@ def resume_into_cache(results: dict) -> int:
     computing code computes them identically (the same fingerprint, or an older one that
     :data:`SAME_FINISHED_POINTS` declares) under the same configuration; return how many (a point whose
     configuration the file does not tell, :func:`_configurations`, is left out). A run then computes only the
-    missing points."""
+    missing points.
+
+    Points of older code are first checked: the cheapest of them is recomputed (:func:`spot_check`), and a
+    difference, or no point that can be recomputed, raises rather than resume any. A declaration names one older
+    fingerprint; a file of code older still is resumed through a file written in between (:func:`carry_over`)."""
     directory = cache_dir()
     config = _code_configuration(results["experiment"], results, results["scale"])
-    if directory is None or _same_points_reason(results) is None or config is None:
+    reason = _same_points_reason(results)
+    if directory is None or reason is None or config is None:
         return 0
+    if reason:
+        _check_declaration(results, reason)
     restored = 0
     for entry, point_config in zip(results["points"], _configurations(results, config), strict=True):
         if point_config is not None:
@@ -382,6 +398,23 @@ def resume_into_cache(results: dict) -> int:
             )
             restored += 1
     return restored
+
+
+def _check_declaration(results: dict, reason: str) -> None:
+    """Recompute the cheapest point of ``results``, a file of older code that :data:`SAME_FINISHED_POINTS`
+    declares the current code computes identically; raise, naming the declaration, where it cannot be checked or
+    a number differs."""
+    experiment = results["experiment"]
+    declaration = (
+        f"the points of {experiment}'s older code ({results['code_fingerprint'][:8]}) are declared to be what the "
+        f"current code computes ({reason})"
+    )
+    remedy = "remove the declaration from flatbook.paper_results.SAME_FINISHED_POINTS and rerun with --again"
+    if not cheapest_points(results, points=1):
+        raise FlatbookInputError(f"{declaration}, but none of them can be recomputed to check it: {remedy}.")
+    found = spot_check(results, points=1)
+    if found:
+        raise FlatbookInputError(f"{declaration}, but its cheapest point differs ({found[0]}): {remedy}.")
 
 
 def carry_over(results: dict, earlier: dict) -> int:
